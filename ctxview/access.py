@@ -1,0 +1,50 @@
+"""Who may see what: a user sees the projects they belong to; a superuser sees every project."""
+
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest
+
+from ingest.keys import key_from_request, project_for_key
+from ingest.models import Membership, Project
+
+
+def projects_for_user(user) -> QuerySet[Project]:
+    if user.is_superuser:
+        return Project.objects.all()
+    return Project.objects.filter(membership__user=user)
+
+
+def get_project_for_user(user, slug: str, role: str | None = None) -> Project:
+    """The project, or 404 when the user is not a member (or lacks ``role``: admin > editor > viewer)."""
+    project = projects_for_user(user).filter(slug=slug).first()
+    if project is None:
+        raise Http404("no such project")
+    if role and not user.is_superuser and not has_role(user, project, role):
+        raise Http404("no such project")
+    return project
+
+
+_RANK = {Membership.Role.VIEWER: 0, Membership.Role.EDITOR: 1, Membership.Role.ADMIN: 2}
+
+
+def has_role(user, project: Project, role: str) -> bool:
+    if user.is_superuser:
+        return True
+    membership = Membership.objects.filter(project=project, user=user).first()
+    return membership is not None and _RANK[membership.role] >= _RANK[role]
+
+
+class NotAuthenticated(Exception):
+    pass
+
+
+def api_projects(request: HttpRequest) -> QuerySet[Project]:
+    """Projects an API request may read: the key's project, or the logged-in user's projects."""
+    key = key_from_request(request)
+    if key is not None:
+        project = project_for_key(key)
+        if project is None:
+            raise NotAuthenticated("invalid or revoked key")
+        return Project.objects.filter(id=project.id)
+    if request.user.is_authenticated:
+        return projects_for_user(request.user)
+    raise NotAuthenticated("send 'Authorization: Bearer <key>' or log in")

@@ -1,0 +1,151 @@
+"""Django settings for ctxview.
+
+With no environment at all ctxview runs embedded: SQLite in ./var, Celery tasks run in-process.
+``DATABASE_URL`` selects PostgreSQL; ``CELERY_BROKER_URL`` selects Redis or RabbitMQ and real workers.
+"""
+
+import secrets
+from pathlib import Path
+
+from ctxview.env import database_from_url, env_bool, env_int, env_list, env_str, sqlite_database
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(env_str("CTXVIEW_DATA_DIR", str(BASE_DIR / "var")))
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _embedded_secret_key() -> str:
+    # Embedded mode keeps a generated key in the data folder, so sessions survive restarts
+    # without anyone having to invent a secret.
+    path = DATA_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = env_str("CTXVIEW_SECRET_KEY") or _embedded_secret_key()
+DEBUG = env_bool("CTXVIEW_DEBUG", False)
+ALLOWED_HOSTS = env_list("CTXVIEW_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CTXVIEW_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.admin",
+    "template_partials",
+    "django_htmx",
+    "ingest",
+    "ctxview",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "ctxview.urls"
+WSGI_APPLICATION = "ctxview.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+_database_url = env_str("DATABASE_URL")
+DATABASES = {
+    "default": database_from_url(_database_url) if _database_url else sqlite_database(DATA_DIR / "ctxview.sqlite3")
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "cv-login"
+LOGIN_REDIRECT_URL = "cv-projects"
+LOGOUT_REDIRECT_URL = "cv-login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(env_str("CTXVIEW_STATIC_ROOT", str(DATA_DIR / "static")))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+# Serve straight from the source folders when collectstatic has not been run (tests, a fresh clone).
+WHITENOISE_USE_FINDERS = True
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = env_bool("CTXVIEW_SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "ingest": {"handlers": ["console"], "level": env_str("CTXVIEW_LOG_LEVEL", "INFO")},
+        "ctxview": {"handlers": ["console"], "level": env_str("CTXVIEW_LOG_LEVEL", "INFO")},
+    },
+}
+
+# --- Ingest --------------------------------------------------------------------------------------
+# The body as sent (possibly compressed) may not exceed this; nor may it once decompressed.
+CTXVIEW_INGEST_MAX_BODY_BYTES = env_int("CTXVIEW_INGEST_MAX_BODY_BYTES", 16 * 1024 * 1024, minimum=1024)
+CTXVIEW_INGEST_MAX_DECOMPRESSED_BYTES = env_int(
+    "CTXVIEW_INGEST_MAX_DECOMPRESSED_BYTES", 64 * 1024 * 1024, minimum=1024
+)
+# Backpressure: above this many batches waiting to be processed the receiver answers 503.
+# 0 switches the check off.
+CTXVIEW_INGEST_MAX_PENDING_BATCHES = env_int("CTXVIEW_INGEST_MAX_PENDING_BATCHES", 20_000)
+CTXVIEW_INGEST_RETRY_AFTER_SECONDS = env_int("CTXVIEW_INGEST_RETRY_AFTER_SECONDS", 5, minimum=1)
+# The sweeper re-enqueues batches that have waited longer than this (e.g. the broker was down).
+CTXVIEW_SWEEP_AFTER_SECONDS = env_int("CTXVIEW_SWEEP_AFTER_SECONDS", 60)
+
+# --- Celery --------------------------------------------------------------------------------------
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL")
+# No broker means embedded: tasks run in-process, at the moment they are enqueued.
+CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
+CELERY_TASK_EAGER_PROPAGATES = False
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = env_int("CTXVIEW_TASK_TIME_LIMIT", 300, minimum=10)
+CELERY_TASK_SOFT_TIME_LIMIT = int(CELERY_TASK_TIME_LIMIT * 0.9)
+# With late acks on Redis a task running past the visibility timeout is delivered again.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": int(CELERY_TASK_TIME_LIMIT * 1.1),
+    "socket_connect_timeout": 2,
+    "socket_timeout": 5,
+}
+# A receiver must answer quickly even when the broker is down: the batch is already stored and the
+# sweeper will enqueue it later, so do not wait long for the broker.
+CELERY_BROKER_CONNECTION_TIMEOUT = 2
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "sweep-pending-batches": {"task": "ingest.tasks.sweep_batches_task", "schedule": 60.0},
+}

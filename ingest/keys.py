@@ -1,0 +1,50 @@
+"""Ingest keys: ``cvk_<key id>_<secret>``. The key id finds the row; only a hash of the key is stored."""
+
+import hashlib
+import hmac
+import secrets
+
+from django.http import HttpRequest
+
+from ingest.models import IngestKey, Project
+
+PREFIX = "cvk"
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def create_key(project: Project, name: str = "", user=None) -> str:
+    """Create a key for ``project`` and return it; this is the only time it is ever visible."""
+    key_id = secrets.token_hex(6)
+    key = f"{PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
+    IngestKey.objects.create(project=project, name=name, key_id=key_id, key_hash=_digest(key), created_by=user)
+    return key
+
+
+def project_for_key(key: str) -> Project | None:
+    """The project an active key belongs to, or None for a malformed, unknown or revoked key."""
+    parts = key.split("_", 2)
+    if len(parts) != 3 or parts[0] != PREFIX or not parts[1]:
+        return None
+    row = (
+        IngestKey.objects.select_related("project")
+        .filter(key_id=parts[1], revoked_at__isnull=True)
+        .only("key_hash", "project")
+        .first()
+    )
+    # compare_digest: the comparison takes the same time wherever the first difference is.
+    if row is None or not hmac.compare_digest(row.key_hash, _digest(key)):
+        return None
+    return row.project
+
+
+def key_from_request(request: HttpRequest) -> str | None:
+    """The key sent as ``Authorization: Bearer KEY`` or ``x-ctxview-key: KEY``."""
+    auth = request.headers.get("Authorization", "")
+    scheme, _, value = auth.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    value = request.headers.get("X-Ctxview-Key", "").strip()
+    return value or None

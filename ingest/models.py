@@ -1,0 +1,152 @@
+"""Tenancy (projects, members, ingest keys) and the trace tables that ingest writes.
+
+ingest owns and writes these tables; the ctxview app only reads them.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Project(models.Model):
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        VIEWER = "viewer"
+        EDITOR = "editor"
+        ADMIN = "admin"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "user"], name="membership_unique")]
+
+
+class IngestKey(models.Model):
+    """A project's key. Only its SHA-256 is stored; the key itself is shown once, at creation."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="keys")
+    name = models.CharField(max_length=100, blank=True)
+    key_id = models.CharField(max_length=16, unique=True)  # public part, used to find the row
+    key_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    def revoke(self) -> None:
+        if self.revoked_at is None:
+            self.revoked_at = timezone.now()
+            self.save(update_fields=["revoked_at"])
+
+
+class RawBatch(models.Model):
+    """One acknowledged OTLP export, stored before the receiver answers 200.
+
+    ``body`` holds the validated request as zlib-compressed protobuf (JSON requests are converted),
+    so processing can fail, retry and be replayed from here without losing or duplicating data.
+    """
+
+    class Signal(models.TextChoices):
+        TRACES = "traces"
+        LOGS = "logs"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DONE = "done"
+        FAILED = "failed"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="batches")
+    signal = models.CharField(max_length=8, choices=Signal.choices)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    received_at = models.DateTimeField(default=timezone.now)
+    processed_at = models.DateTimeField(null=True, blank=True)
+    body = models.BinaryField()
+    content_type = models.CharField(max_length=16)  # "protobuf" or "json": what the client sent
+    wire_bytes = models.PositiveBigIntegerField()  # the body as received, before decompression
+    item_count = models.PositiveIntegerField()  # spans or log records accepted
+    rejected_count = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "received_at"], name="rawbatch_status_received")]
+
+
+class Resource(models.Model):
+    """An OTel resource (service, host, SDK...), stored once per project and content hash."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    hash = models.CharField(max_length=64)
+    service_name = models.CharField(max_length=200, blank=True)
+    attributes = models.JSONField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "hash"], name="resource_unique")]
+
+
+class Span(models.Model):
+    """A span in generic form: what OTLP sent, nothing interpreted yet."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    batch = models.ForeignKey(RawBatch, null=True, on_delete=models.SET_NULL, db_constraint=False)
+    resource = models.ForeignKey(Resource, on_delete=models.PROTECT)
+    trace_id = models.CharField(max_length=32)  # lower-case hex
+    span_id = models.CharField(max_length=16)
+    parent_span_id = models.CharField(max_length=16, blank=True)
+    name = models.TextField()
+    kind = models.PositiveSmallIntegerField()
+    start_time_unix_nano = models.BigIntegerField()
+    end_time_unix_nano = models.BigIntegerField()
+    status_code = models.PositiveSmallIntegerField(default=0)
+    status_message = models.TextField(blank=True)
+    scope_name = models.CharField(max_length=200, blank=True)
+    scope_version = models.CharField(max_length=100, blank=True)
+    attributes = models.JSONField()
+    events = models.JSONField(default=list)
+    links = models.JSONField(default=list)
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "trace_id", "span_id"], name="span_unique"),
+        ]
+        indexes = [models.Index(fields=["project", "start_time_unix_nano"], name="span_project_start")]
+
+
+class LogRecord(models.Model):
+    """A log record (GenAI content events arrive here), stored once per content hash."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    batch = models.ForeignKey(RawBatch, null=True, on_delete=models.SET_NULL, db_constraint=False)
+    resource = models.ForeignKey(Resource, on_delete=models.PROTECT)
+    record_hash = models.CharField(max_length=64)
+    trace_id = models.CharField(max_length=32, blank=True)
+    span_id = models.CharField(max_length=16, blank=True)
+    time_unix_nano = models.BigIntegerField()
+    observed_time_unix_nano = models.BigIntegerField()
+    severity_number = models.PositiveSmallIntegerField(default=0)
+    severity_text = models.CharField(max_length=50, blank=True)
+    event_name = models.CharField(max_length=200, blank=True)
+    scope_name = models.CharField(max_length=200, blank=True)
+    scope_version = models.CharField(max_length=100, blank=True)
+    body = models.JSONField(null=True)
+    attributes = models.JSONField()
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "record_hash"], name="logrecord_unique")]
+        indexes = [models.Index(fields=["project", "trace_id", "span_id"], name="logrecord_span")]

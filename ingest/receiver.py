@@ -1,0 +1,114 @@
+"""OTLP/HTTP receiver: POST /v1/traces and /v1/logs.
+
+Validate, store the raw batch, enqueue its processing on commit, answer. The 200 is sent only after
+the batch is committed; everything after that can fail and be retried from the stored batch.
+"""
+
+import logging
+import zlib
+from functools import partial
+
+from django.conf import settings
+from django.db import DatabaseError, transaction
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from ingest import otlp
+from ingest.keys import key_from_request, project_for_key
+from ingest.models import RawBatch
+from ingest.tasks import enqueue_batch
+
+logger = logging.getLogger(__name__)
+
+_MEDIA_TYPE = {otlp.PROTOBUF: "application/x-protobuf", otlp.JSON: "application/json"}
+
+
+@csrf_exempt
+def receive_traces(request: HttpRequest) -> HttpResponse:
+    return _receive(request, otlp.TRACES)
+
+
+@csrf_exempt
+def receive_logs(request: HttpRequest) -> HttpResponse:
+    return _receive(request, otlp.LOGS)
+
+
+def _receive(request: HttpRequest, signal: str) -> HttpResponse:
+    # Errors are answered in the request's encoding when it is one we know, else in JSON.
+    try:
+        fmt = otlp.body_format(request.headers.get("Content-Type", ""))
+    except otlp.UnsupportedMediaType:
+        fmt = None
+    reply_fmt = fmt or otlp.JSON
+
+    if request.method != "POST":
+        response = _status(405, f"{request.method} is not allowed here: OTLP exports are POSTed", reply_fmt)
+        response["Allow"] = "POST"
+        return response
+    key = key_from_request(request)
+    if key is None:
+        return _status(401, "missing ingest key: send 'Authorization: Bearer <key>'", reply_fmt)
+    project = project_for_key(key)
+    if project is None:
+        return _status(401, "invalid or revoked ingest key", reply_fmt)
+    try:
+        fmt = otlp.body_format(request.headers.get("Content-Type", ""))
+        body = _read_body(request)
+        data = otlp.decompress(
+            body, request.headers.get("Content-Encoding", ""), settings.CTXVIEW_INGEST_MAX_DECOMPRESSED_BYTES
+        )
+        decoded = otlp.validate(signal, otlp.parse_request(signal, data, fmt))
+    except otlp.OtlpError as exc:
+        return _status(exc.status, exc.message, reply_fmt)
+
+    if decoded.accepted:
+        # A protobuf body with nothing removed is stored as sent; otherwise re-encode what we keep.
+        stored = data if fmt == otlp.PROTOBUF and not decoded.rejected else decoded.message.SerializeToString()
+        try:
+            if _backlog_is_full():
+                return _unavailable("ctxview is behind on processing; retry later", reply_fmt)
+            with transaction.atomic():
+                batch = RawBatch.objects.create(
+                    project=project,
+                    signal=signal,
+                    body=zlib.compress(stored, 1),
+                    content_type=fmt,
+                    wire_bytes=len(body),
+                    item_count=decoded.accepted,
+                    rejected_count=decoded.rejected,
+                )
+                transaction.on_commit(partial(enqueue_batch, batch.id), robust=True)
+        except DatabaseError as exc:
+            logger.warning("could not store a %s batch for %s: %s", signal, project.slug, exc)
+            return _unavailable("ctxview cannot store data right now; retry later", reply_fmt)
+    return HttpResponse(otlp.export_response(signal, decoded, fmt), content_type=_MEDIA_TYPE[fmt])
+
+
+def _read_body(request: HttpRequest) -> bytes:
+    limit = settings.CTXVIEW_INGEST_MAX_BODY_BYTES
+    try:
+        declared = int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        raise otlp.BadRequest("Content-Length is not a number") from None
+    if declared > limit:
+        raise otlp.TooLarge(f"body is {declared} bytes; the limit is {limit}")
+    body = request.read(limit + 1)
+    if len(body) > limit:
+        raise otlp.TooLarge(f"body is larger than the limit of {limit} bytes")
+    return body
+
+
+def _backlog_is_full() -> bool:
+    limit = settings.CTXVIEW_INGEST_MAX_PENDING_BATCHES
+    return bool(limit) and RawBatch.objects.filter(status=RawBatch.Status.PENDING).count() >= limit
+
+
+def _status(http_status: int, message: str, fmt: str) -> HttpResponse:
+    return HttpResponse(otlp.status_body(http_status, message, fmt), status=http_status, content_type=_MEDIA_TYPE[fmt])
+
+
+def _unavailable(message: str, fmt: str) -> HttpResponse:
+    # 503 + Retry-After: released Python exporters retry 503 but not 429.
+    response = _status(503, message, fmt)
+    response["Retry-After"] = str(settings.CTXVIEW_INGEST_RETRY_AFTER_SECONDS)
+    return response

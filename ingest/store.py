@@ -1,0 +1,108 @@
+"""Turn a stored raw batch into span and log-record rows. Safe to run twice, and concurrently."""
+
+import hashlib
+import json
+import logging
+import zlib
+
+from django.db import DataError, transaction
+from django.utils import timezone
+from google.protobuf.message import DecodeError
+
+from ingest import otlp
+from ingest.models import LogRecord, RawBatch, Resource, Span
+
+logger = logging.getLogger(__name__)
+
+BULK_SIZE = 500
+
+
+class BadBatch(Exception):
+    """The stored data cannot be processed; retrying will not help."""
+
+
+def process_batch(batch_id: int) -> str:
+    """Store the rows of one pending batch; returns ``done``, ``failed`` or ``skipped``."""
+    with transaction.atomic():
+        # skip_locked: a second delivery of the same task, running at the same time, does nothing.
+        batch = (
+            RawBatch.objects.select_for_update(skip_locked=True)
+            .filter(id=batch_id, status=RawBatch.Status.PENDING)
+            .first()
+        )
+        if batch is None:
+            logger.info("batch %s is gone, done or being processed elsewhere; nothing to do", batch_id)
+            return "skipped"
+        batch.attempts += 1
+        try:
+            with transaction.atomic():  # a savepoint: bad data leaves no partial rows behind
+                _store(batch)
+        except BadBatch as exc:
+            batch.status = RawBatch.Status.FAILED
+            batch.error = str(exc)[:500]
+            logger.warning("batch %s failed: %s", batch.id, batch.error)
+        else:
+            batch.status = RawBatch.Status.DONE
+        batch.processed_at = timezone.now()
+        batch.save(update_fields=["status", "error", "attempts", "processed_at"])
+        return batch.status
+
+
+def _store(batch: RawBatch) -> None:
+    try:
+        message = otlp.load(batch.signal, zlib.decompress(bytes(batch.body)))
+        rows = list(otlp.spans(message) if batch.signal == RawBatch.Signal.TRACES else otlp.log_records(message))
+    except (zlib.error, DecodeError, ValueError) as exc:
+        raise BadBatch(f"stored body cannot be decoded: {exc}") from exc
+    resource_ids = _resource_ids(batch.project_id, [resource for resource, _ in rows])
+    common = {"project_id": batch.project_id, "batch_id": batch.id, "received_at": batch.received_at}
+    try:
+        if batch.signal == RawBatch.Signal.TRACES:
+            objects = [
+                Span(resource_id=resource_ids[id(resource)], **common, **row) for resource, row in rows
+            ]
+            Span.objects.bulk_create(objects, ignore_conflicts=True, batch_size=BULK_SIZE)
+        else:
+            objects = [
+                LogRecord(
+                    resource_id=resource_ids[id(resource)],
+                    record_hash=_digest([resource_ids[id(resource)], row]),
+                    **common,
+                    **row,
+                )
+                for resource, row in rows
+            ]
+            LogRecord.objects.bulk_create(objects, ignore_conflicts=True, batch_size=BULK_SIZE)
+    except DataError as exc:
+        raise BadBatch(f"the database refused a value: {str(exc).splitlines()[0]}") from exc
+
+
+def _digest(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _resource_ids(project_id: int, resources: list[dict]) -> dict[int, int]:
+    """Resource row id for each resource dict (by object identity); rows are created as needed."""
+    hash_of: dict[int, str] = {}
+    by_hash: dict[str, dict] = {}
+    for resource in resources:
+        if id(resource) not in hash_of:
+            digest = _digest(resource)
+            hash_of[id(resource)] = digest
+            by_hash.setdefault(digest, resource)
+    Resource.objects.bulk_create(
+        [
+            Resource(
+                project_id=project_id,
+                hash=digest,
+                service_name=str(attributes.get("service.name", ""))[:200],
+                attributes=attributes,
+            )
+            for digest, attributes in by_hash.items()
+        ],
+        ignore_conflicts=True,
+    )
+    row_ids = dict(
+        Resource.objects.filter(project_id=project_id, hash__in=list(by_hash)).values_list("hash", "id")
+    )
+    return {key: row_ids[digest] for key, digest in hash_of.items()}

@@ -1,0 +1,57 @@
+"""Celery tasks of ingest. They take ids, and running one twice leaves the same end state."""
+
+import logging
+from datetime import timedelta
+
+from celery import shared_task
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+from django.utils import timezone
+
+from ingest.models import RawBatch
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(
+    acks_late=True,
+    reject_on_worker_lost=True,
+    # Only faults that may pass: the database going away or being restarted.
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=2,
+    retry_backoff_max=60,
+    max_retries=8,
+)
+def process_batch_task(*, batch_id: int) -> str:
+    from ingest.store import process_batch
+
+    return process_batch(batch_id)
+
+
+@shared_task
+def sweep_batches_task() -> int:
+    return sweep_batches(settings.CTXVIEW_SWEEP_AFTER_SECONDS)
+
+
+def enqueue_batch(batch_id: int) -> bool:
+    """Enqueue a batch's processing; if the broker is down, leave it pending for the sweeper."""
+    try:
+        process_batch_task.apply_async(kwargs={"batch_id": batch_id})
+    except Exception as exc:  # kombu raises many kinds; the batch is safe in the database either way
+        logger.warning("could not enqueue batch %s (%s); the sweeper will enqueue it", batch_id, exc)
+        return False
+    return True
+
+
+def sweep_batches(older_than_seconds: int, limit: int = 10_000) -> int:
+    """Re-enqueue batches still pending after ``older_than_seconds``; returns how many."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    batch_ids = list(
+        RawBatch.objects.filter(status=RawBatch.Status.PENDING, received_at__lte=cutoff)
+        .order_by("received_at")
+        .values_list("id", flat=True)[:limit]
+    )
+    enqueued = sum(enqueue_batch(batch_id) for batch_id in batch_ids)
+    if batch_ids:
+        logger.info("sweeper: %s pending batches, %s enqueued", len(batch_ids), enqueued)
+    return enqueued

@@ -1,0 +1,76 @@
+"""Builders of test data: OTLP requests, users and projects."""
+
+import os
+
+from django.contrib.auth import get_user_model
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from ingest.keys import create_key
+from ingest.models import Membership, Project
+
+
+def kv(key: str, value) -> KeyValue:
+    if isinstance(value, bool):
+        return KeyValue(key=key, value=AnyValue(bool_value=value))
+    if isinstance(value, int):
+        return KeyValue(key=key, value=AnyValue(int_value=value))
+    if isinstance(value, float):
+        return KeyValue(key=key, value=AnyValue(double_value=value))
+    return KeyValue(key=key, value=AnyValue(string_value=value))
+
+
+def trace_request(
+    spans: int = 3, trace_id: bytes | None = None, service: str = "agent", first_span: int = 1
+) -> ExportTraceServiceRequest:
+    """A traces request with ``spans`` chat spans of one trace, span ids counting from ``first_span``."""
+    trace_id = trace_id or os.urandom(16)
+    request = ExportTraceServiceRequest()
+    resource_spans = request.resource_spans.add()
+    resource_spans.resource.attributes.append(kv("service.name", service))
+    scope_spans = resource_spans.scope_spans.add()
+    scope_spans.scope.name = "tests"
+    for number in range(first_span, first_span + spans):
+        span = scope_spans.spans.add()
+        span.trace_id = trace_id
+        span.span_id = number.to_bytes(8, "big")
+        span.name = f"chat model-{number}"
+        span.kind = 3
+        span.start_time_unix_nano = 1_700_000_000_000_000_000 + number * 1_000_000
+        span.end_time_unix_nano = span.start_time_unix_nano + 500_000
+        span.attributes.extend(
+            [kv("gen_ai.operation.name", "chat"), kv("gen_ai.usage.input_tokens", 100 * number)]
+        )
+    return request
+
+
+def logs_request(records: int = 2, trace_id: bytes | None = None) -> ExportLogsServiceRequest:
+    trace_id = trace_id or os.urandom(16)
+    request = ExportLogsServiceRequest()
+    resource_logs = request.resource_logs.add()
+    resource_logs.resource.attributes.append(kv("service.name", "agent"))
+    scope_logs = resource_logs.scope_logs.add()
+    for number in range(1, records + 1):
+        record = scope_logs.log_records.add()
+        record.time_unix_nano = 1_700_000_000_000_000_000 + number
+        record.observed_time_unix_nano = record.time_unix_nano
+        record.trace_id = trace_id
+        record.span_id = number.to_bytes(8, "big")
+        record.event_name = "gen_ai.client.inference.operation.details"
+        record.body.string_value = f"record {number}"
+    return request
+
+
+def user(username: str, superuser: bool = False):
+    model = get_user_model()
+    if superuser:
+        return model.objects.create_superuser(username, password="pw-" + username)
+    return model.objects.create_user(username, password="pw-" + username)
+
+
+def project_with_key(slug: str, owner=None, role: str = Membership.Role.ADMIN) -> tuple[Project, str]:
+    project = Project.objects.create(slug=slug, name=slug.title())
+    if owner is not None:
+        Membership.objects.create(project=project, user=owner, role=role)
+    return project, create_key(project, name="test")
