@@ -74,7 +74,9 @@ TEMPLATES = [
 
 _database_url = env_str("DATABASE_URL")
 DATABASES = {
-    "default": database_from_url(_database_url) if _database_url else sqlite_database(DATA_DIR / "ctxview.sqlite3")
+    "default": database_from_url(_database_url)
+    if _database_url
+    else sqlite_database(DATA_DIR / "ctxview.sqlite3")
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -144,7 +146,12 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 # A receiver must answer quickly even when the broker is down: the batch is already stored and the
 # sweeper will enqueue it later, so do not wait long for the broker.
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
-CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.2,
+}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "sweep-pending-batches": {"task": "ingest.tasks.sweep_batches_task", "schedule": 60.0},

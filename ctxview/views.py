@@ -17,10 +17,14 @@ from ingest.models import IngestKey, Membership, Project, RawBatch
 @require_GET
 @login_required
 def projects(request: HttpRequest) -> HttpResponse:
-    rows = projects_for_user(request.user).annotate(
-        batches=Count("batches", distinct=True),
-        failed=Count("batches", filter=Q(batches__status=RawBatch.Status.FAILED), distinct=True),
-    ).order_by("slug")
+    rows = (
+        projects_for_user(request.user)
+        .annotate(
+            batch_count=Count("batches", distinct=True),
+            failed_count=Count("batches", filter=Q(batches__status=RawBatch.Status.FAILED), distinct=True),
+        )
+        .order_by("slug")
+    )
     return render(request, "ctxview/projects.html", {"projects": rows})
 
 
@@ -52,7 +56,9 @@ def _render_project(request: HttpRequest, project: Project, new_key: str | None 
         "project": project,
         "is_admin": has_role(request.user, project, Membership.Role.ADMIN),
         "keys": project.keys.order_by("-created_at"),
-        "members": Membership.objects.filter(project=project).select_related("user").order_by("user__username"),
+        "members": Membership.objects.filter(project=project)
+        .select_related("user")
+        .order_by("user__username"),
         "batches": project.batches.order_by("-received_at").defer("body")[:20],
         "new_key": new_key,
         "endpoint": request.build_absolute_uri("/"),

@@ -19,7 +19,9 @@ def create_key(project: Project, name: str = "", user=None) -> str:
     """Create a key for ``project`` and return it; this is the only time it is ever visible."""
     key_id = secrets.token_hex(6)
     key = f"{PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
-    IngestKey.objects.create(project=project, name=name, key_id=key_id, key_hash=_digest(key), created_by=user)
+    IngestKey.objects.create(
+        project=project, name=name, key_id=key_id, key_hash=_digest(key), created_by=user
+    )
     return key
 
 

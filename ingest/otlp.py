@@ -103,7 +103,9 @@ def decompress(body: bytes, encoding: str, limit: int) -> bytes:
         # HTTP "deflate" is the zlib format, but some clients send raw deflate: accept both.
         wbits = zlib.MAX_WBITS if body[:1] == b"\x78" else -zlib.MAX_WBITS
     else:
-        raise UnsupportedMediaType(f"Content-Encoding {encoding!r} is not supported: use gzip, deflate or none")
+        raise UnsupportedMediaType(
+            f"Content-Encoding {encoding!r} is not supported: use gzip, deflate or none"
+        )
     out = bytearray()
     data = body
     try:
@@ -131,7 +133,9 @@ def parse_request(signal: str, data: bytes, fmt: str) -> Message:
         try:
             message.ParseFromString(data)
         except (DecodeError, RecursionError) as exc:
-            raise BadRequest(f"body is not a valid protobuf {what}{_other_signal_hint(signal, data)}: {exc}") from None
+            raise BadRequest(
+                f"body is not a valid protobuf {what}{_other_signal_hint(signal, data)}: {exc}"
+            ) from None
         return message
     try:
         document = json.loads(data)
@@ -191,7 +195,9 @@ def _dicts(value: Any) -> list[dict]:
 
 def _hex_ids_to_base64(signal: str, document: dict) -> None:
     outer, middle, inner = (
-        ("resourceSpans", "scopeSpans", "spans") if signal == TRACES else ("resourceLogs", "scopeLogs", "logRecords")
+        ("resourceSpans", "scopeSpans", "spans")
+        if signal == TRACES
+        else ("resourceLogs", "scopeLogs", "logRecords")
     )
     for resource in _dicts(document.get(outer)):
         for scope in _dicts(resource.get(middle)):
@@ -245,9 +251,12 @@ def _validate_traces(message: ExportTraceServiceRequest) -> Decoded:
     if rejected and with_ids == 0:
         # ResourceLogs and ResourceSpans share field numbers: a logs export decodes as id-less spans.
         raise BadRequest(
-            f"none of the {rejected} spans has a trace_id or span_id: is this a logs export sent to /v1/traces?"
+            f"none of the {rejected} spans has a trace_id or span_id: "
+            "is this a logs export sent to /v1/traces?"
         )
-    return Decoded(message, accepted, rejected, _rejection_message(rejected, accepted, "spans", first_problem))
+    return Decoded(
+        message, accepted, rejected, _rejection_message(rejected, accepted, "spans", first_problem)
+    )
 
 
 def _validate_logs(message: ExportLogsServiceRequest) -> Decoded:
@@ -273,7 +282,9 @@ def _validate_logs(message: ExportLogsServiceRequest) -> Decoded:
         raise BadRequest(
             "no log record has a time or observed time: is this a traces export sent to /v1/logs?"
         )
-    return Decoded(message, accepted, rejected, _rejection_message(rejected, accepted, "log records", first_problem))
+    return Decoded(
+        message, accepted, rejected, _rejection_message(rejected, accepted, "log records", first_problem)
+    )
 
 
 def _remove(repeated, indexes: list[int]) -> None:
@@ -374,36 +385,39 @@ def spans(message: ExportTraceServiceRequest) -> Iterator[tuple[dict, dict]]:
         for scope_spans in resource_spans.scope_spans:
             scope = scope_spans.scope
             for span in scope_spans.spans:
-                yield resource, {
-                    "trace_id": span.trace_id.hex(),
-                    "span_id": span.span_id.hex(),
-                    "parent_span_id": span.parent_span_id.hex(),
-                    "name": _text(span.name),
-                    "kind": span.kind,
-                    "start_time_unix_nano": _time_ns(span.start_time_unix_nano),
-                    "end_time_unix_nano": _time_ns(span.end_time_unix_nano),
-                    "status_code": span.status.code,
-                    "status_message": _text(span.status.message),
-                    "scope_name": _text(scope.name)[:200],
-                    "scope_version": _text(scope.version)[:100],
-                    "attributes": attributes(span.attributes),
-                    "events": [
-                        {
-                            "name": _text(event.name),
-                            "time_unix_nano": _time_ns(event.time_unix_nano),
-                            "attributes": attributes(event.attributes),
-                        }
-                        for event in span.events
-                    ],
-                    "links": [
-                        {
-                            "trace_id": link.trace_id.hex(),
-                            "span_id": link.span_id.hex(),
-                            "attributes": attributes(link.attributes),
-                        }
-                        for link in span.links
-                    ],
-                }
+                yield (
+                    resource,
+                    {
+                        "trace_id": span.trace_id.hex(),
+                        "span_id": span.span_id.hex(),
+                        "parent_span_id": span.parent_span_id.hex(),
+                        "name": _text(span.name),
+                        "kind": span.kind,
+                        "start_time_unix_nano": _time_ns(span.start_time_unix_nano),
+                        "end_time_unix_nano": _time_ns(span.end_time_unix_nano),
+                        "status_code": span.status.code,
+                        "status_message": _text(span.status.message),
+                        "scope_name": _text(scope.name)[:200],
+                        "scope_version": _text(scope.version)[:100],
+                        "attributes": attributes(span.attributes),
+                        "events": [
+                            {
+                                "name": _text(event.name),
+                                "time_unix_nano": _time_ns(event.time_unix_nano),
+                                "attributes": attributes(event.attributes),
+                            }
+                            for event in span.events
+                        ],
+                        "links": [
+                            {
+                                "trace_id": link.trace_id.hex(),
+                                "span_id": link.span_id.hex(),
+                                "attributes": attributes(link.attributes),
+                            }
+                            for link in span.links
+                        ],
+                    },
+                )
 
 
 def log_records(message: ExportLogsServiceRequest) -> Iterator[tuple[dict, dict]]:
@@ -416,16 +430,19 @@ def log_records(message: ExportLogsServiceRequest) -> Iterator[tuple[dict, dict]
                 record_attributes = attributes(record.attributes)
                 # Older SDKs put the event name in an attribute instead of the event_name field.
                 event_name = record.event_name or record_attributes.get("event.name") or ""
-                yield resource, {
-                    "trace_id": record.trace_id.hex(),
-                    "span_id": record.span_id.hex(),
-                    "time_unix_nano": _time_ns(record.time_unix_nano),
-                    "observed_time_unix_nano": _time_ns(record.observed_time_unix_nano),
-                    "severity_number": record.severity_number,
-                    "severity_text": _text(record.severity_text)[:50],
-                    "event_name": _text(str(event_name))[:200],
-                    "scope_name": _text(scope.name)[:200],
-                    "scope_version": _text(scope.version)[:100],
-                    "body": any_value(record.body) if record.HasField("body") else None,
-                    "attributes": record_attributes,
-                }
+                yield (
+                    resource,
+                    {
+                        "trace_id": record.trace_id.hex(),
+                        "span_id": record.span_id.hex(),
+                        "time_unix_nano": _time_ns(record.time_unix_nano),
+                        "observed_time_unix_nano": _time_ns(record.observed_time_unix_nano),
+                        "severity_number": record.severity_number,
+                        "severity_text": _text(record.severity_text)[:50],
+                        "event_name": _text(str(event_name))[:200],
+                        "scope_name": _text(scope.name)[:200],
+                        "scope_version": _text(scope.version)[:100],
+                        "body": any_value(record.body) if record.HasField("body") else None,
+                        "attributes": record_attributes,
+                    },
+                )

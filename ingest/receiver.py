@@ -63,7 +63,9 @@ def _receive(request: HttpRequest, signal: str) -> HttpResponse:
 
     if decoded.accepted:
         # A protobuf body with nothing removed is stored as sent; otherwise re-encode what we keep.
-        stored = data if fmt == otlp.PROTOBUF and not decoded.rejected else decoded.message.SerializeToString()
+        stored = (
+            data if fmt == otlp.PROTOBUF and not decoded.rejected else decoded.message.SerializeToString()
+        )
         try:
             if _backlog_is_full():
                 return _unavailable("ctxview is behind on processing; retry later", reply_fmt)
@@ -104,7 +106,9 @@ def _backlog_is_full() -> bool:
 
 
 def _status(http_status: int, message: str, fmt: str) -> HttpResponse:
-    return HttpResponse(otlp.status_body(http_status, message, fmt), status=http_status, content_type=_MEDIA_TYPE[fmt])
+    return HttpResponse(
+        otlp.status_body(http_status, message, fmt), status=http_status, content_type=_MEDIA_TYPE[fmt]
+    )
 
 
 def _unavailable(message: str, fmt: str) -> HttpResponse:

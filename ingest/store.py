@@ -51,7 +51,9 @@ def process_batch(batch_id: int) -> str:
 def _store(batch: RawBatch) -> None:
     try:
         message = otlp.load(batch.signal, zlib.decompress(bytes(batch.body)))
-        rows = list(otlp.spans(message) if batch.signal == RawBatch.Signal.TRACES else otlp.log_records(message))
+        rows = list(
+            otlp.spans(message) if batch.signal == RawBatch.Signal.TRACES else otlp.log_records(message)
+        )
     except (zlib.error, DecodeError, ValueError) as exc:
         raise BadBatch(f"stored body cannot be decoded: {exc}") from exc
     resource_ids = _resource_ids(batch.project_id, [resource for resource, _ in rows])

@@ -1,7 +1,9 @@
+import os
+
 import pytest
 
 from ctxview.celery import app as celery_app
-from tests import factories
+from tests import factories, services
 
 
 @pytest.fixture(autouse=True)
@@ -37,3 +39,35 @@ def project(project_and_key):
 @pytest.fixture
 def key(project_and_key):
     return project_and_key[1]
+
+
+@pytest.fixture(scope="session")
+def broker_url():
+    url = os.environ.get("CELERY_BROKER_URL")
+    if not url:
+        services.require("CELERY_BROKER_URL (a Redis or RabbitMQ broker)")
+    return url
+
+
+@pytest.fixture(scope="session")
+def database_url(django_db_setup, django_db_blocker):
+    """The URL of the PostgreSQL test database, for processes started by the tests."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        services.require("DATABASE_URL (PostgreSQL)")
+    return services.postgres_url(connection.settings_dict)
+
+
+@pytest.fixture(scope="session")
+def service_env(database_url, broker_url):
+    return os.environ | {"DATABASE_URL": database_url, "CELERY_BROKER_URL": broker_url}
+
+
+@pytest.fixture(scope="session")
+def worker(service_env):
+    """A real Celery worker process on the real broker and the PostgreSQL test database."""
+    celery_app.control.purge()  # messages left by an earlier, interrupted run
+    process = services.start_worker(service_env)
+    yield process
+    process.stop()

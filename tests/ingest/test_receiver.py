@@ -45,7 +45,12 @@ def test_stores_a_protobuf_batch_and_answers_in_protobuf(post, project):
     answer.ParseFromString(response.content)
     assert not answer.HasField("partial_success")
     batch = RawBatch.objects.get()
-    assert (batch.project, batch.status, batch.item_count, batch.content_type) == (project, "done", 3, "protobuf")
+    assert (batch.project, batch.status, batch.item_count, batch.content_type) == (
+        project,
+        "done",
+        3,
+        "protobuf",
+    )
     assert Span.objects.filter(project=project).count() == 3
 
 
@@ -95,7 +100,15 @@ def test_accepts_otlp_json_with_hex_ids_string_int64_and_unknown_fields(post):
 def test_tolerates_base64_ids_in_json(post):
     document = {
         "resourceSpans": [
-            {"scopeSpans": [{"spans": [{"traceId": "W47/95gDgQPSabYzgT/GDA==", "spanId": "7uGbfsPBsXQ=", "name": "x"}]}]}
+            {
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {"traceId": "W47/95gDgQPSabYzgT/GDA==", "spanId": "7uGbfsPBsXQ=", "name": "x"}
+                        ]
+                    }
+                ]
+            }
         ]
     }
     response = post(body=json.dumps(document), content_type="application/json")
@@ -129,7 +142,10 @@ def test_rejects_a_request_without_key(post):
 
 def test_accepts_the_key_in_x_ctxview_key(client, key):
     response = client.post(
-        "/v1/traces", factories.trace_request().SerializeToString(), content_type=PROTOBUF, HTTP_X_CTXVIEW_KEY=key
+        "/v1/traces",
+        factories.trace_request().SerializeToString(),
+        content_type=PROTOBUF,
+        HTTP_X_CTXVIEW_KEY=key,
     )
     assert response.status_code == 200
 
@@ -267,15 +283,33 @@ def test_keeps_valid_spans_and_reports_invalid_ones_as_partial_success(post):
     assert answer.partial_success.error_message == (
         "rejected 2 of 5 spans; first: span 'chat model-2': span_id is 3 bytes, not 8"
     )
-    assert sorted(Span.objects.values_list("name", flat=True)) == ["chat model-1", "chat model-3", "chat model-5"]
+    assert sorted(Span.objects.values_list("name", flat=True)) == [
+        "chat model-1",
+        "chat model-3",
+        "chat model-5",
+    ]
     assert RawBatch.objects.get().rejected_count == 2
 
 
 def test_reports_partial_success_in_json(post):
-    document = {"resourceSpans": [{"scopeSpans": [{"spans": [
-        {"traceId": "5B8EFFF798038103D269B633813FC60C", "spanId": "EEE19B7EC3C1B174", "name": "ok"},
-        {"traceId": "not-an-id", "spanId": "EEE19B7EC3C1B175", "name": "bad"},
-    ]}]}]}
+    document = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": "5B8EFFF798038103D269B633813FC60C",
+                                "spanId": "EEE19B7EC3C1B174",
+                                "name": "ok",
+                            },
+                            {"traceId": "not-an-id", "spanId": "EEE19B7EC3C1B175", "name": "bad"},
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
     response = post(body=json.dumps(document), content_type="application/json")
     assert response.status_code == 200
     assert response.json() == {
@@ -297,7 +331,9 @@ def test_stores_the_same_span_once_when_sent_twice(post):
 
 def test_answers_503_with_retry_after_when_the_backlog_is_full(post, project, settings):
     settings.CTXVIEW_INGEST_MAX_PENDING_BATCHES = 1
-    RawBatch.objects.create(project=project, signal="traces", body=b"", content_type="protobuf", wire_bytes=0, item_count=1)
+    RawBatch.objects.create(
+        project=project, signal="traces", body=b"", content_type="protobuf", wire_bytes=0, item_count=1
+    )
     response = post(body=factories.trace_request().SerializeToString())
     assert response.status_code == 503
     assert response["Retry-After"] == "5"

@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.core.validators import validate_slug
-from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from ingest.keys import create_key

@@ -1,0 +1,94 @@
+import pytest
+
+from ingest.keys import project_for_key
+from ingest.models import IngestKey, Membership, Project
+from tests import factories
+
+
+def test_pages_need_a_login(client):
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/")
+
+
+def test_login_page_renders(client):
+    response = client.get("/login/")
+    assert response.status_code == 200
+    assert b"Log in" in response.content
+
+
+def test_a_user_sees_only_their_projects(client, alice, bob, project):
+    factories.project_with_key("beta", owner=bob)
+    client.force_login(alice)
+    response = client.get("/")
+    assert [row.slug for row in response.context["projects"]] == ["alpha"]
+    assert client.get("/projects/alpha/").status_code == 200
+    assert client.get("/projects/beta/").status_code == 404
+
+
+def test_a_superuser_sees_every_project(client, project, bob):
+    factories.project_with_key("beta", owner=bob)
+    client.force_login(factories.user("root", superuser=True))
+    assert [row.slug for row in client.get("/").context["projects"]] == ["alpha", "beta"]
+
+
+def test_creating_a_project_makes_the_user_its_admin(client, alice):
+    client.force_login(alice)
+    response = client.post("/projects/new", {"name": "Support Agents"})
+    assert response.status_code == 302
+    project = Project.objects.get(slug="support-agents")
+    assert Membership.objects.get(project=project, user=alice).role == "admin"
+
+
+def test_creating_a_project_without_a_name_is_a_400(client, alice):
+    client.force_login(alice)
+    response = client.post("/projects/new", {"name": "  "})
+    assert response.status_code == 400
+    assert b"needs a name" in response.content
+
+
+def test_a_new_key_is_shown_once_and_works(client, alice, project):
+    client.force_login(alice)
+    response = client.post("/projects/alpha/keys", {"name": "prod"})
+    key = response.context["new_key"]
+    assert key.encode() in response.content
+    assert project_for_key(key) == project
+    assert key.encode() not in client.get("/projects/alpha/").content
+    assert IngestKey.objects.filter(project=project, name="prod").exists()
+
+
+def test_revoking_a_key_stops_it(client, alice, project, key):
+    client.force_login(alice)
+    key_id = project.keys.get().key_id
+    response = client.post(f"/projects/alpha/keys/{key_id}/revoke")
+    assert response.status_code == 302
+    assert project_for_key(key) is None
+
+
+@pytest.mark.parametrize("role", ["viewer", "editor"])
+def test_only_admins_manage_keys(client, bob, project, key, role):
+    Membership.objects.create(project=project, user=bob, role=role)
+    client.force_login(bob)
+    assert client.post("/projects/alpha/keys", {"name": "x"}).status_code == 404
+    key_id = project.keys.get().key_id
+    assert client.post(f"/projects/alpha/keys/{key_id}/revoke").status_code == 404
+    assert project_for_key(key) == project
+
+
+def test_project_page_escapes_what_clients_sent(client, alice, project):
+    from ingest.models import RawBatch
+
+    RawBatch.objects.create(
+        project=project,
+        signal="traces",
+        body=b"",
+        content_type="protobuf",
+        wire_bytes=1,
+        item_count=1,
+        status="failed",
+        error="<script>alert(1)</script>",
+    )
+    client.force_login(alice)
+    content = client.get("/projects/alpha/").content
+    assert b"<script>alert(1)</script>" not in content
+    assert b"&lt;script&gt;alert(1)&lt;/script&gt;" in content

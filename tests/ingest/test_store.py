@@ -1,0 +1,85 @@
+"""The batch task: safe to run twice, failing cleanly on bad data."""
+
+import zlib
+
+from ingest.models import RawBatch, Span
+from ingest.store import process_batch
+from ingest.tasks import process_batch_task, sweep_batches
+from tests import factories
+
+
+def pending_batch(project, request=None, signal="traces") -> RawBatch:
+    data = (request or factories.trace_request(spans=3)).SerializeToString()
+    return RawBatch.objects.create(
+        project=project,
+        signal=signal,
+        body=zlib.compress(data),
+        content_type="protobuf",
+        wire_bytes=len(data),
+        item_count=3,
+    )
+
+
+def test_running_the_task_twice_leaves_the_same_end_state(project):
+    batch = pending_batch(project)
+    assert process_batch_task(batch_id=batch.id) == "done"
+    state = list(Span.objects.order_by("span_id").values_list("span_id", "name", "attributes"))
+    assert process_batch_task(batch_id=batch.id) == "skipped"
+    assert list(Span.objects.order_by("span_id").values_list("span_id", "name", "attributes")) == state
+    batch.refresh_from_db()
+    assert (batch.status, batch.attempts, len(state)) == ("done", 1, 3)
+
+
+def test_two_batches_with_the_same_spans_store_them_once(project):
+    request = factories.trace_request(spans=3)
+    for batch in (pending_batch(project, request), pending_batch(project, request)):
+        process_batch(batch.id)
+    assert Span.objects.count() == 3
+    assert set(RawBatch.objects.values_list("status", flat=True)) == {"done"}
+
+
+def test_resources_are_stored_once_per_project(project):
+    process_batch(pending_batch(project, factories.trace_request(spans=2, service="a")).id)
+    process_batch(pending_batch(project, factories.trace_request(spans=2, service="a")).id)
+    process_batch(pending_batch(project, factories.trace_request(spans=2, service="b")).id)
+    assert sorted(project.resource_set.values_list("service_name", flat=True)) == ["a", "b"]
+
+
+def test_a_batch_that_cannot_be_decoded_is_marked_failed_with_a_reason(project):
+    batch = RawBatch.objects.create(
+        project=project,
+        signal="traces",
+        body=b"not zlib",
+        content_type="protobuf",
+        wire_bytes=8,
+        item_count=1,
+    )
+    assert process_batch(batch.id) == "failed"
+    batch.refresh_from_db()
+    assert batch.error.startswith("stored body cannot be decoded: Error -3 while decompressing data")
+    assert Span.objects.count() == 0
+
+
+def test_a_missing_batch_is_skipped(db):
+    assert process_batch(123456) == "skipped"
+
+
+def test_strings_with_nul_bytes_are_stored(project):
+    request = factories.trace_request(spans=1)
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    span.name = "a\x00b"
+    span.attributes.add(key="k\x00").value.string_value = "v\x00"
+    process_batch(pending_batch(project, request).id)
+    stored = Span.objects.get()
+    assert stored.name == "a\ufffdb"
+    assert stored.attributes["k\ufffd"] == "v\ufffd"
+
+
+def test_the_sweeper_enqueues_only_batches_pending_long_enough(project):
+    old = pending_batch(project)
+    RawBatch.objects.filter(id=old.id).update(received_at=old.received_at.replace(year=2020))
+    fresh = pending_batch(project, factories.trace_request(spans=1))
+    assert sweep_batches(older_than_seconds=60) == 1  # tasks are eager here: it runs at once
+    old.refresh_from_db()
+    fresh.refresh_from_db()
+    assert (old.status, fresh.status) == ("done", "pending")

@@ -1,0 +1,71 @@
+"""Ingest with a real broker, real worker processes and PostgreSQL."""
+
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from ingest.models import RawBatch, Span
+from ingest.tasks import sweep_batches
+from tests import otel, services
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+
+
+def export(url: str, key: str, spans) -> SpanExportResult:
+    exporter = OTLPSpanExporter(
+        endpoint=f"{url}/v1/traces", headers={"Authorization": f"Bearer {key}"}, timeout=10
+    )
+    try:
+        return exporter.export(spans)
+    finally:
+        exporter.shutdown()
+
+
+def all_done(expected_batches: int):
+    def check():
+        statuses = list(RawBatch.objects.values_list("status", flat=True))
+        return len(statuses) == expected_batches and set(statuses) == {"done"}
+
+    return check
+
+
+def test_a_real_worker_processes_what_the_receiver_enqueued(worker, live_server, key):
+    spans = otel.agent_spans(calls=4)
+    assert export(live_server.url, key, spans) == SpanExportResult.SUCCESS
+    services.wait_for(all_done(1), 30, "the worker to process the batch")
+    assert Span.objects.count() == 5
+
+
+def test_a_batch_received_while_the_broker_is_down_is_kept_and_processed_after_the_sweeper(
+    worker, service_env, key
+):
+    # A web process whose broker is unreachable: nothing listens on port 1.
+    web, url = services.start_web(
+        service_env | {"CELERY_BROKER_URL": "redis://127.0.0.1:1/0"}, name="web-no-broker"
+    )
+    try:
+        spans = otel.agent_spans(calls=2)
+        assert export(url, key, spans) == SpanExportResult.SUCCESS
+        assert "could not enqueue batch" in web.log()
+    finally:
+        web.stop()
+    batch = RawBatch.objects.get()
+    assert (batch.status, batch.item_count) == ("pending", 3)
+    assert Span.objects.count() == 0
+
+    assert sweep_batches(older_than_seconds=0) == 1  # this process has the working broker
+    services.wait_for(all_done(1), 30, "the worker to process the swept batch")
+    assert sorted(Span.objects.values_list("span_id", flat=True)) == sorted(
+        format(span.context.span_id, "016x") for span in spans
+    )
+
+
+def test_the_same_batch_enqueued_many_times_is_stored_once(worker, live_server, key):
+    spans = otel.agent_spans(calls=3)
+    assert export(live_server.url, key, spans) == SpanExportResult.SUCCESS
+    services.wait_for(all_done(1), 30, "the first processing")
+    RawBatch.objects.update(status=RawBatch.Status.PENDING)  # as if the ack had been lost
+    for _ in range(3):
+        sweep_batches(older_than_seconds=0)
+    services.wait_for(all_done(1), 30, "the redeliveries")
+    assert Span.objects.count() == 4

@@ -1,0 +1,124 @@
+"""Real services for tests: the PostgreSQL test database, the broker, worker and web processes."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+def require(what: str) -> None:
+    """Skip (loudly, with the reason) when a service is not configured; fail instead where CI requires it."""
+    message = f"{what} is not configured: this test needs the real service"
+    if os.environ.get("CTXVIEW_REQUIRE_SERVICES") == "1":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def postgres_url(settings_dict: dict) -> str:
+    user = quote(settings_dict["USER"] or "")
+    password = f":{quote(settings_dict['PASSWORD'])}" if settings_dict["PASSWORD"] else ""
+    host = settings_dict["HOST"] or "localhost"
+    port = f":{settings_dict['PORT']}" if settings_dict["PORT"] else ""
+    return f"postgres://{user}{password}@{host}{port}/{quote(settings_dict['NAME'])}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(check, timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Process:
+    """A child process whose output goes to a log file under test-artifacts/."""
+
+    def __init__(self, name: str, args: list[str], env: dict[str, str]):
+        ARTIFACTS.mkdir(exist_ok=True)
+        self.log_path = ARTIFACTS / f"{name}.log"
+        self._log = self.log_path.open("ab")
+        self.popen = subprocess.Popen(args, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self) -> None:
+        if self.alive():
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        self._log.close()
+
+
+def start_worker(env: dict[str, str], name: str = "worker") -> Process:
+    from ctxview.celery import app
+
+    node = f"{name}-{os.getpid()}@localhost"
+    process = Process(
+        name,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "ctxview",
+            "worker",
+            "--pool=solo",
+            "--loglevel=INFO",
+            "--without-gossip",
+            "--without-mingle",
+            "-n",
+            node,
+        ],
+        env,
+    )
+
+    def ready():
+        assert process.alive(), f"worker exited:\n{process.log()}"
+        return app.control.ping(destination=[node], timeout=0.5)
+
+    wait_for(ready, 60, "the Celery worker to answer a ping")
+    return process
+
+
+def start_web(env: dict[str, str], name: str = "web") -> tuple[Process, str]:
+    port = free_port()
+    process = Process(
+        name, [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"], env
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def ready():
+        assert process.alive(), f"web server exited:\n{process.log()}"
+        try:
+            with urllib.request.urlopen(f"{url}/login/", timeout=1) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    wait_for(ready, 60, "the web server to answer")
+    return process, url
