@@ -1,0 +1,28 @@
+# ctxview: `make demo` runs it with demo data, `make test` runs the tests.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test bench lint install
+
+$(VENV)/installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/installed
+
+demo: $(VENV)/installed
+	$(BIN)/python manage.py migrate --noinput -v0
+	$(BIN)/python manage.py demo
+
+test: $(VENV)/installed
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/installed
+	$(BIN)/python bench/ingest.py --mode all
+
+lint: $(VENV)/installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
