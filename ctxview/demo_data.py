@@ -19,9 +19,13 @@ _TOOLS = [
 def _messages(turn: int) -> list[dict]:
     messages = []
     for number in range(1, turn + 1):
-        messages.append({"role": "user", "parts": [{"type": "text", "content": f"Status of pay-shard-{number}?"}]})
+        messages.append(
+            {"role": "user", "parts": [{"type": "text", "content": f"Status of pay-shard-{number}?"}]}
+        )
         if number < turn:
-            messages.append({"role": "assistant", "parts": [{"type": "text", "content": f"Shard {number} is healthy."}]})
+            messages.append(
+                {"role": "assistant", "parts": [{"type": "text", "content": f"Shard {number} is healthy."}]}
+            )
     return messages
 
 
@@ -31,7 +35,9 @@ def send(url: str, key: str, turns: int = 6) -> int:
     provider = TracerProvider(resource=Resource.create({"service.name": "oncall-agent"}))
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("ctxview.demo")
-    with tracer.start_as_current_span("invoke_agent oncall", attributes={"gen_ai.operation.name": "invoke_agent"}):
+    with tracer.start_as_current_span(
+        "invoke_agent oncall", attributes={"gen_ai.operation.name": "invoke_agent"}
+    ):
         for turn in range(1, turns + 1):
             with tracer.start_as_current_span("chat claude-sonnet-4-5") as span:
                 span.set_attributes(

@@ -36,7 +36,9 @@ class Command(BaseCommand):
             return
         key = self._demo_project_key()
         url = f"http://127.0.0.1:{port}"
-        server = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"])
+        server = subprocess.Popen(
+            [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"]
+        )
         try:
             self._wait_until_up(url, server)
             self._send(url, key)
@@ -55,14 +57,18 @@ class Command(BaseCommand):
                 user.set_password(DEMO_PASSWORD)
                 user.save()
             project, _ = Project.objects.get_or_create(slug=DEMO_PROJECT, defaults={"name": "Demo"})
-            Membership.objects.update_or_create(project=project, user=user, defaults={"role": Membership.Role.ADMIN})
+            Membership.objects.update_or_create(
+                project=project, user=user, defaults={"role": Membership.Role.ADMIN}
+            )
             return create_key(project, name="demo", user=user)
 
     def _wait_until_up(self, url: str, server: subprocess.Popen) -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if server.poll() is not None:
-                raise CommandError(f"the server exited with code {server.returncode}; is port {url[-4:]} taken?")
+                raise CommandError(
+                    f"the server exited with code {server.returncode}; is {url} already in use?"
+                )
             try:
                 with urllib.request.urlopen(f"{url}/login/", timeout=1):
                     return
