@@ -74,3 +74,53 @@ def project_with_key(slug: str, owner=None, role: str = Membership.Role.ADMIN) -
     if owner is not None:
         Membership.objects.create(project=project, user=owner, role=role)
     return project, create_key(project, name="test")
+
+
+def chat_span(
+    request,
+    *,
+    trace_id: bytes,
+    number: int,
+    messages: list[dict] | None = None,
+    attributes: dict | None = None,
+    parent: bytes = b"",
+    start: int | None = None,
+):
+    """Add a GenAI chat span to a traces request (its first resource and scope)."""
+    import json
+
+    if not request.resource_spans:
+        request.resource_spans.add().resource.attributes.append(kv("service.name", "agent"))
+    resource_spans = request.resource_spans[0]
+    scope_spans = (
+        resource_spans.scope_spans[0] if resource_spans.scope_spans else resource_spans.scope_spans.add()
+    )
+    span = scope_spans.spans.add()
+    span.trace_id = trace_id
+    span.span_id = number.to_bytes(8, "big")
+    span.parent_span_id = parent
+    span.name = "chat model"
+    span.kind = 3
+    span.start_time_unix_nano = (
+        start if start is not None else 1_700_000_000_000_000_000 + number * 1_000_000_000
+    )
+    span.end_time_unix_nano = span.start_time_unix_nano + 1_000
+    values = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "anthropic",
+        "gen_ai.request.model": "m1",
+    }
+    if messages is not None:
+        values["gen_ai.input.messages"] = json.dumps(messages)
+    values.update(attributes or {})
+    for key, value in values.items():
+        span.attributes.append(kv(key, value))
+    return span
+
+
+def user_message(text: str) -> dict:
+    return {"role": "user", "parts": [{"type": "text", "content": text}]}
+
+
+def assistant_message(text: str) -> dict:
+    return {"role": "assistant", "parts": [{"type": "text", "content": text}]}

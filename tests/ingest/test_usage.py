@@ -1,0 +1,208 @@
+"""Usage normalisation: exact figures per family, unknown stays None."""
+
+import json
+import pytest
+
+from ingest.usage import normalise_usage, provider_name
+
+
+def test_otel_inclusive_input_is_split_into_uncached_write_and_read():
+    usage = normalise_usage(
+        {
+            "gen_ai.usage.input_tokens": 18_491,
+            "gen_ai.usage.cache_read.input_tokens": 16_399,
+            "gen_ai.usage.cache_creation.input_tokens": 2_089,
+            "gen_ai.usage.output_tokens": 512,
+        },
+        provider="anthropic",
+    )
+    assert usage.to_dict() == {
+        "uncached": 3,
+        "cache_write": 2_089,
+        "cache_read": 16_399,
+        "output": 512,
+        "reasoning": None,
+        "prompt_total": 18_491,
+    }
+    assert usage.notes == ()
+
+
+def test_the_genai_repository_rename_cache_write_is_read():
+    usage = normalise_usage(
+        {
+            "gen_ai.usage.input_tokens": 100,
+            "gen_ai.usage.cache_write.input_tokens": 60,
+            "gen_ai.usage.cache_read.input_tokens": 30,
+        }
+    )
+    assert (usage.uncached, usage.cache_write, usage.cache_read, usage.prompt_total) == (10, 60, 30, 100)
+
+
+def test_only_a_prompt_total_leaves_the_split_unknown():
+    usage = normalise_usage(
+        {"gen_ai.usage.input_tokens": 1200, "gen_ai.usage.output_tokens": 40}, "anthropic"
+    )
+    assert usage.to_dict() == {
+        "uncached": None,
+        "cache_write": None,
+        "cache_read": None,
+        "output": 40,
+        "reasoning": None,
+        "prompt_total": 1200,
+    }
+
+
+def test_nothing_reported_is_all_unknown():
+    assert set(normalise_usage({}).to_dict().values()) == {None}
+
+
+def test_openai_cached_tokens_imply_no_cache_write():
+    usage = normalise_usage(
+        {
+            "gen_ai.usage.input_tokens": 2006,
+            "gen_ai.usage.cache_read.input_tokens": 1920,
+            "gen_ai.usage.output_tokens": 300,
+            "gen_ai.usage.reasoning.output_tokens": 256,
+        },
+        provider="openai",
+    )
+    assert usage.to_dict() == {
+        "uncached": 86,
+        "cache_write": 0,
+        "cache_read": 1920,
+        "output": 300,
+        "reasoning": 256,
+        "prompt_total": 2006,
+    }
+    assert usage.notes == ("cache_write taken as 0: openai reports no cache writes",)
+
+
+def test_openinference_token_counts():
+    usage = normalise_usage(
+        {
+            "llm.token_count.prompt": 5000,
+            "llm.token_count.prompt_details.cache_read": 4000,
+            "llm.token_count.prompt_details.cache_write": 500,
+            "llm.token_count.completion": 77,
+            "llm.token_count.completion_details.reasoning": 20,
+        },
+        "anthropic",
+        "openinference.instrumentation.anthropic",
+        "1.2.0",
+    )
+    assert usage.to_dict() == {
+        "uncached": 500,
+        "cache_write": 500,
+        "cache_read": 4000,
+        "output": 77,
+        "reasoning": 20,
+        "prompt_total": 5000,
+    }
+
+
+def test_openinference_bedrock_reports_input_without_cache():
+    usage = normalise_usage(
+        {
+            "llm.token_count.prompt": 300,
+            "llm.token_count.prompt_details.cache_read": 4000,
+            "llm.token_count.prompt_details.cache_write": 0,
+        },
+        "aws.bedrock",
+        "openinference.instrumentation.bedrock",
+        "0.1.30",
+    )
+    assert (usage.uncached, usage.prompt_total) == (300, 4300)
+
+
+def test_legacy_openllmetry_names():
+    usage = normalise_usage(
+        {
+            "gen_ai.usage.prompt_tokens": 1500,
+            "gen_ai.usage.completion_tokens": 10,
+            "gen_ai.usage.cache_read_input_tokens": 1000,
+            "gen_ai.usage.cache_creation_input_tokens": 400,
+            "llm.usage.total_tokens": 1510,
+        },
+        "anthropic",
+        "opentelemetry.instrumentation.anthropic",
+        "0.40.1",
+    )
+    assert usage.to_dict() == {
+        "uncached": 100,
+        "cache_write": 400,
+        "cache_read": 1000,
+        "output": 10,
+        "reasoning": None,
+        "prompt_total": 1500,
+    }
+    assert usage.raw["llm.usage.total_tokens"] == 1510
+
+
+def test_an_old_openllmetry_anthropic_reports_input_without_cache():
+    usage = normalise_usage(
+        {
+            "gen_ai.usage.prompt_tokens": 10,
+            "gen_ai.usage.cache_read_input_tokens": 1000,
+            "gen_ai.usage.cache_creation_input_tokens": 0,
+        },
+        "anthropic",
+        "opentelemetry.instrumentation.anthropic",
+        "0.30.0",
+    )
+    assert (usage.uncached, usage.prompt_total) == (10, 1010)
+
+
+def test_cache_larger_than_input_reveals_an_exclusive_emitter():
+    usage = normalise_usage(
+        {
+            "gen_ai.usage.input_tokens": 3,
+            "gen_ai.usage.cache_read.input_tokens": 16_399,
+            "gen_ai.usage.cache_creation.input_tokens": 2_089,
+        },
+        "anthropic",
+    )
+    assert (usage.uncached, usage.prompt_total) == (3, 18_491)
+    assert "read as excluding cached tokens" in usage.notes[0]
+
+
+def test_pydantic_ai_details_are_not_added_on_top():
+    usage = normalise_usage(
+        {
+            "gen_ai.usage.input_tokens": 900,
+            "gen_ai.usage.cache_read.input_tokens": 600,
+            "gen_ai.usage.cache_creation.input_tokens": 200,
+            "gen_ai.usage.details.cache_read_tokens": 600,
+            "gen_ai.usage.details.cache_write_tokens": 200,
+        },
+        "anthropic",
+    )
+    assert (usage.uncached, usage.cache_read, usage.cache_write, usage.prompt_total) == (100, 600, 200, 900)
+
+
+def test_logfire_keeps_cache_figures_only_in_the_raw_usage():
+    usage = normalise_usage(
+        {
+            "gen_ai.usage.input_tokens": 900,
+            "gen_ai.usage.raw": json.dumps(
+                {"input_tokens": 100, "cache_read_input_tokens": 600, "cache_creation_input_tokens": 200}
+            ),
+        },
+        "anthropic",
+    )
+    assert (usage.uncached, usage.cache_read, usage.cache_write) == (100, 600, 200)
+
+
+@pytest.mark.parametrize(
+    "spelling, expected",
+    [
+        ("Anthropic", "anthropic"),
+        ("MistralAI", "mistral_ai"),
+        ("az.ai.openai", "azure.ai.openai"),
+        ("xai", "x_ai"),
+        ("vertex_ai", "gcp.vertex_ai"),
+        ("AWS", "aws.bedrock"),
+        (None, ""),
+    ],
+)
+def test_provider_spellings(spelling, expected):
+    assert provider_name(spelling) == expected
