@@ -1,6 +1,7 @@
 """Usage normalisation: exact figures per family, unknown stays None."""
 
 import json
+
 import pytest
 
 from ingest.usage import normalise_usage, provider_name
