@@ -4,7 +4,7 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest
 
 from ingest.keys import key_from_request, project_for_key
-from ingest.models import Membership, Project
+from ingest.models import Call, Membership, Project, Run
 
 
 def projects_for_user(user) -> QuerySet[Project]:
@@ -31,6 +31,24 @@ def has_role(user, project: Project, role: str) -> bool:
         return True
     membership = Membership.objects.filter(project=project, user=user).first()
     return membership is not None and _RANK[membership.role] >= _RANK[role]
+
+
+def get_run_for_user(user, run_id: int) -> Run:
+    run = Run.objects.filter(id=run_id, project__in=projects_for_user(user)).select_related("project").first()
+    if run is None:
+        raise Http404("no such run")
+    return run
+
+
+def get_call_for_user(user, call_id: int) -> Call:
+    call = (
+        Call.objects.filter(id=call_id, project__in=projects_for_user(user))
+        .select_related("run", "run__project")
+        .first()
+    )
+    if call is None:
+        raise Http404("no such call")
+    return call
 
 
 class NotAuthenticated(Exception):

@@ -1,30 +1,264 @@
-"""The JSON read API under /api/v1/. Errors are JSON with a one-line message."""
+"""The JSON read API under /api/v1/ (described by /api/v1/openapi.json). Errors are JSON with a
+one-line message; another project's data is a 404."""
 
+import base64
+import json
 import re
+from datetime import datetime
+from functools import wraps
+from pathlib import Path
 
+from django.db.models import QuerySet
 from django.http import HttpRequest, JsonResponse
+from django.urls import reverse
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET
 
 from ctxview.access import NotAuthenticated, api_projects
-from ingest.models import Span
+from ingest.models import Call, Content, Project, Run, Span
 
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+CONTENT_LIMIT = 65_536
+MAX_CONTENT_LIMIT = 262_144
+OPENAPI = json.loads((Path(__file__).parent / "openapi.json").read_text())
+
+
+class BadParameter(Exception):
+    pass
 
 
 def error(message: str, status: int) -> JsonResponse:
     return JsonResponse({"error": message}, status=status)
 
 
-@require_GET
-def trace_spans(request: HttpRequest, trace_id: str) -> JsonResponse:
-    """The stored spans of one trace, in start order."""
+def api_view(view):
+    """GET only; resolve the caller's projects (401 without credentials); bad parameters are a 400."""
+
+    @require_GET
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> JsonResponse:
+        try:
+            projects = api_projects(request)
+        except NotAuthenticated as exc:
+            return error(str(exc), 401)
+        try:
+            return view(request, projects, *args, **kwargs)
+        except BadParameter as exc:
+            return error(str(exc), 400)
+
+    return wrapper
+
+
+def _int_param(request: HttpRequest, name: str, default: int, minimum: int, maximum: int) -> int:
+    value = request.GET.get(name)
+    if value is None or value == "":
+        return default
     try:
-        projects = api_projects(request)
-    except NotAuthenticated as exc:
-        return error(str(exc), 401)
+        number = int(value)
+    except ValueError:
+        raise BadParameter(f"{name} must be a whole number") from None
+    if not minimum <= number <= maximum:
+        raise BadParameter(f"{name} must be between {minimum} and {maximum}")
+    return number
+
+
+def _time_param(request: HttpRequest, name: str) -> datetime | None:
+    value = request.GET.get(name)
+    if not value:
+        return None
+    parsed = parse_datetime(value)
+    if parsed is None or parsed.tzinfo is None:
+        raise BadParameter(
+            f"{name} must be an ISO 8601 date and time with a time zone, e.g. 2026-11-30T09:00:00Z"
+        )
+    return parsed
+
+
+def _next_url(request: HttpRequest, **params) -> str:
+    query = request.GET.copy()
+    for name, value in params.items():
+        query[name] = value
+    return request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
+
+
+# --- Serialisers ---------------------------------------------------------------------------------
+
+
+def run_to_dict(run: Run, request: HttpRequest) -> dict:
+    return {
+        "id": run.id,
+        "project": run.project.slug,
+        "key": run.key,
+        "key_source": run.key_source,
+        "service": run.service_name,
+        "agent": run.agent_name or None,
+        "started_at": run.started_at.isoformat() if run.started_at else None,
+        "last_call_at": run.last_call_at.isoformat() if run.last_call_at else None,
+        "calls": run.call_count,
+        "turns": run.turn_count,
+        "models": run.model_names,
+        "usage": run.usage_dict(),
+        "usage_unknown_calls": run.usage_unknown,
+        "url": request.build_absolute_uri(reverse("cv-run", args=[run.id])),
+    }
+
+
+def call_to_dict(call: Call, request: HttpRequest, contents: dict[str, Content] | None = None) -> dict:
+    items = []
+    for item in call.items:
+        entry = {key: item[key] for key in ("id", "kind", "bucket", "role", "position", "tokens", "hash")}
+        entry.update({key: item.get(key) for key in _ITEM_DETAILS})
+        if contents is not None:
+            content = contents.get(item["hash"])
+            entry["content"] = content.text if content else None
+            entry["content_truncated"] = bool(content and content.truncated)
+        items.append(entry)
+    return {
+        "id": call.id,
+        "url": request.build_absolute_uri(reverse("cv-call", args=[call.id])),
+        "run": call.run_id,
+        "seq": call.seq,
+        "turn": call.turn,
+        "trace_id": call.trace_id,
+        "span_id": call.span_id,
+        "name": call.name,
+        "model": call.model or None,
+        "request_model": call.request_model or None,
+        "provider": call.provider or None,
+        "started_at": call.started_at.isoformat(),
+        "duration_ms": round((call.end_ns - call.start_ns) / 1e6, 3),
+        "usage": call.usage_dict(),
+        "usage_reported": call.usage_raw,
+        "content_captured": call.content_captured,
+        "manifest_source": call.manifest_source,
+        "manifest_error": call.manifest_error or None,
+        "notes": call.notes,
+        "items": items,
+        "excluded": call.excluded,
+        "budget": call.budget,
+        "prompt_version": call.prompt_version or None,
+        "tool_calls": call.tool_calls,
+        "tool_definitions": call.tool_definitions,
+        "finish_reasons": call.finish_reasons,
+    }
+
+
+_ITEM_DETAILS = (
+    "tokens_estimated",
+    "mode",
+    "version",
+    "source",
+    "trust",
+    "supersedes",
+    "pinned",
+    "origin_turn",
+    "cache_breakpoint",
+)
+
+
+# --- Views ---------------------------------------------------------------------------------------
+
+
+def _runs(projects: QuerySet[Project]) -> QuerySet[Run]:
+    return Run.objects.filter(project__in=projects).select_related("project")
+
+
+@api_view
+def runs(request: HttpRequest, projects: QuerySet[Project]) -> JsonResponse:
+    """Runs, newest first, filterable by project, service and time; ``next`` pages on."""
+    limit = _int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    queryset = _runs(projects).filter(started_at__isnull=False)
+    if request.GET.get("project"):
+        queryset = queryset.filter(project__slug=request.GET["project"])
+    if request.GET.get("service"):
+        queryset = queryset.filter(service_name=request.GET["service"])
+    if since := _time_param(request, "since"):
+        queryset = queryset.filter(started_at__gte=since)
+    if until := _time_param(request, "until"):
+        queryset = queryset.filter(started_at__lt=until)
+    if cursor := request.GET.get("cursor"):
+        started_at, run_id = _decode_cursor(cursor)
+        queryset = queryset.filter(started_at__lte=started_at).exclude(started_at=started_at, id__gte=run_id)
+    page = list(queryset.order_by("-started_at", "-id")[: limit + 1])
+    next_url = None
+    if len(page) > limit:
+        page = page[:limit]
+        last = page[-1]
+        next_url = _next_url(request, cursor=_encode_cursor(last.started_at, last.id))
+    return JsonResponse({"runs": [run_to_dict(run, request) for run in page], "next": next_url})
+
+
+def _encode_cursor(started_at: datetime, run_id: int) -> str:
+    return base64.urlsafe_b64encode(f"{started_at.isoformat()}|{run_id}".encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, int]:
+    try:
+        started, run_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
+        parsed = parse_datetime(started)
+        if parsed is None:
+            raise ValueError
+        return parsed, int(run_id)
+    except (ValueError, UnicodeDecodeError):
+        raise BadParameter("cursor is not one this API gave out") from None
+
+
+def _get_run(projects: QuerySet[Project], run_id: int) -> Run | None:
+    return _runs(projects).filter(id=run_id).first()
+
+
+@api_view
+def run_detail(request: HttpRequest, projects: QuerySet[Project], run_id: int) -> JsonResponse:
+    run = _get_run(projects, run_id)
+    if run is None:
+        return error("no such run", 404)
+    return JsonResponse(run_to_dict(run, request))
+
+
+@api_view
+def run_calls(request: HttpRequest, projects: QuerySet[Project], run_id: int) -> JsonResponse:
+    """The run's calls in seq order; ``next`` pages on."""
+    run = _get_run(projects, run_id)
+    if run is None:
+        return error("no such run", 404)
+    limit = _int_param(request, "limit", 100, 1, MAX_LIMIT)
+    after = _int_param(request, "after_seq", 0, 0, 2**31)
+    page = list(run.calls.filter(seq__gt=after).order_by("seq")[: limit + 1])
+    next_url = None
+    if len(page) > limit:
+        page = page[:limit]
+        next_url = _next_url(request, after_seq=page[-1].seq)
+    return JsonResponse({"calls": [call_to_dict(call, request) for call in page], "next": next_url})
+
+
+@api_view
+def call_detail(request: HttpRequest, projects: QuerySet[Project], call_id: int) -> JsonResponse:
+    """One call; ``?content=1`` adds each item's content, cut to ``content_limit`` characters."""
+    call = Call.objects.filter(project__in=projects, id=call_id).first()
+    if call is None:
+        return error("no such call", 404)
+    contents = None
+    if request.GET.get("content") in ("1", "true"):
+        limit = _int_param(request, "content_limit", CONTENT_LIMIT, 1, MAX_CONTENT_LIMIT)
+        rows = Content.objects.filter(
+            project_id=call.project_id, hash__in=[item["hash"] for item in call.items]
+        )
+        contents = {}
+        for row in rows:
+            if len(row.text) > limit:
+                row.text, row.truncated = row.text[:limit], True
+            contents[row.hash] = row
+    return JsonResponse(call_to_dict(call, request, contents))
+
+
+@api_view
+def trace_spans(request: HttpRequest, projects: QuerySet[Project], trace_id: str) -> JsonResponse:
+    """The stored spans of one trace, in start order."""
     trace_id = trace_id.lower()
     if not _TRACE_ID.match(trace_id):
-        return error("trace id must be 32 hex characters", 400)
+        raise BadParameter("trace id must be 32 hex characters")
     spans = (
         Span.objects.filter(project__in=projects, trace_id=trace_id)
         .select_related("resource")
@@ -51,3 +285,8 @@ def trace_spans(request: HttpRequest, trace_id: str) -> JsonResponse:
     if not rows:
         return error("no such trace", 404)
     return JsonResponse({"trace_id": trace_id, "spans": rows})
+
+
+@require_GET
+def openapi(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(OPENAPI)

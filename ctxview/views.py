@@ -9,9 +9,15 @@ from django.shortcuts import redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_POST
 
-from ctxview.access import get_project_for_user, has_role, projects_for_user
+from ctxview.access import (
+    get_call_for_user,
+    get_project_for_user,
+    get_run_for_user,
+    has_role,
+    projects_for_user,
+)
 from ingest.keys import create_key
-from ingest.models import IngestKey, Membership, Project, RawBatch
+from ingest.models import Content, IngestKey, Membership, Project, RawBatch
 
 
 @require_GET
@@ -86,3 +92,33 @@ def revoke_ingest_key(request: HttpRequest, slug: str, key_id: str) -> HttpRespo
     key.revoke()
     messages.success(request, f"key {key.key_id} revoked")
     return redirect("cv-project", slug=project.slug)
+
+
+@require_GET
+@login_required
+def runs(request: HttpRequest, slug: str) -> HttpResponse:
+    project = get_project_for_user(request.user, slug)
+    rows = project.runs.filter(started_at__isnull=False).order_by("-started_at", "-id")[:200]
+    return render(request, "ctxview/runs.html", {"project": project, "runs": rows})
+
+
+@require_GET
+@login_required
+def run(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_run_for_user(request.user, run_id)
+    calls = run.calls.order_by("seq").defer("items", "excluded", "usage_raw")
+    return render(request, "ctxview/run.html", {"run": run, "project": run.project, "calls": calls})
+
+
+@require_GET
+@login_required
+def call(request: HttpRequest, call_id: int) -> HttpResponse:
+    call = get_call_for_user(request.user, call_id)
+    previews = dict(
+        Content.objects.filter(
+            project_id=call.project_id, hash__in=[item["hash"] for item in call.items]
+        ).values_list("hash", "text")
+    )
+    items = [{**item, "preview": (previews.get(item["hash"]) or "")[:300]} for item in call.items]
+    context = {"call": call, "run": call.run, "project": call.run.project, "items": items}
+    return render(request, "ctxview/call.html", context)

@@ -2,7 +2,7 @@ import zlib
 
 import pytest
 
-from ingest.models import RawBatch
+from ingest.models import RawBatch, Run
 from ingest.store import process_batch
 from tests import factories
 
@@ -68,3 +68,154 @@ def test_a_malformed_trace_id_gets_400(client, key):
     response = client.get("/api/v1/traces/xyz", HTTP_AUTHORIZATION=f"Bearer {key}")
     assert response.status_code == 400
     assert response.json() == {"error": "trace id must be 32 hex characters"}
+
+
+# --- Runs and calls ------------------------------------------------------------------------------
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
+
+from tests.factories import chat_span, user_message  # noqa: E402
+
+
+def ingest(project, request):
+    data = request.SerializeToString()
+    batch = RawBatch.objects.create(
+        project=project,
+        signal="traces",
+        body=zlib.compress(data),
+        content_type="protobuf",
+        wire_bytes=len(data),
+        item_count=1,
+    )
+    assert process_batch(batch.id) == "done"
+
+
+@pytest.fixture
+def runs(project):
+    """Three runs of two services, each with two calls (the second without content)."""
+    for number in range(3):
+        request = ExportTraceServiceRequest()
+        trace = bytes([number + 1]) * 16
+        for call in (1, 2):
+            chat_span(
+                request,
+                trace_id=trace,
+                number=number * 10 + call,
+                start=1_700_000_000_000_000_000 + number * 10**12 + call,
+                messages=[user_message(f"question {number}")] if call == 1 else None,
+                attributes={
+                    "gen_ai.conversation.id": f"run-{number}",
+                    "gen_ai.usage.input_tokens": 100,
+                    "gen_ai.usage.cache_read.input_tokens": 40,
+                    "gen_ai.usage.cache_creation.input_tokens": 10,
+                    "gen_ai.usage.output_tokens": 5,
+                },
+            )
+        request.resource_spans[0].resource.attributes[0].value.string_value = (
+            "svc-b" if number == 2 else "svc-a"
+        )
+        ingest(project, request)
+
+
+def get(client, key, path, status=200):
+    response = client.get(path, HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert response.status_code == status, response.content
+    return response.json()
+
+
+def test_runs_newest_first_with_totals_and_urls(client, key, runs):
+    body = get(client, key, "/api/v1/runs")
+    assert [run["key"] for run in body["runs"]] == ["run-2", "run-1", "run-0"]
+    first = body["runs"][-1]
+    assert (first["service"], first["calls"], first["turns"], first["models"]) == ("svc-a", 2, 1, ["m1"])
+    assert first["usage"] == {
+        "uncached": 100,
+        "cache_write": 20,
+        "cache_read": 80,
+        "output": 10,
+        "reasoning": None,
+        "prompt_total": 200,
+    }
+    assert first["url"] == f"http://testserver/runs/{first['id']}/"
+    assert body["next"] is None
+
+
+def test_runs_paginate_with_next(client, key, runs):
+    page = get(client, key, "/api/v1/runs?limit=2")
+    assert [run["key"] for run in page["runs"]] == ["run-2", "run-1"]
+    rest = get(client, key, page["next"].replace("http://testserver", ""))
+    assert [run["key"] for run in rest["runs"]] == ["run-0"]
+    assert rest["next"] is None
+
+
+def test_runs_filter_by_service_and_time(client, key, runs):
+    assert [run["key"] for run in get(client, key, "/api/v1/runs?service=svc-b")["runs"]] == ["run-2"]
+    since = get(client, key, "/api/v1/runs")["runs"][1]["started_at"]
+    filtered = get(client, key, f"/api/v1/runs?since={since.replace('+', '%2B')}")
+    assert [run["key"] for run in filtered["runs"]] == ["run-2", "run-1"]
+
+
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        ("limit=0", "limit must be between 1 and 500"),
+        ("limit=x", "limit must be a whole number"),
+        ("since=yesterday", "since must be an ISO 8601 date and time"),
+        ("cursor=zzz", "cursor is not one"),
+    ],
+)
+def test_runs_reject_bad_parameters(client, key, runs, query, message):
+    assert message in get(client, key, f"/api/v1/runs?{query}", status=400)["error"]
+
+
+def test_calls_of_a_run_in_seq_order(client, key, runs):
+    run_id = get(client, key, "/api/v1/runs")["runs"][-1]["id"]
+    body = get(client, key, f"/api/v1/runs/{run_id}/calls?limit=1")
+    [call] = body["calls"]
+    assert (call["seq"], call["turn"], call["model"], call["provider"]) == (1, 1, "m1", "anthropic")
+    assert call["usage"] == {
+        "uncached": 50,
+        "cache_write": 10,
+        "cache_read": 40,
+        "output": 5,
+        "reasoning": None,
+        "prompt_total": 100,
+    }
+    assert call["content_captured"] is True
+    assert [(item["kind"], item["bucket"], item["role"], item["position"]) for item in call["items"]] == [
+        ("message", "conversation", "user", 0)
+    ]
+    assert call["tool_calls"] == [] and call["tool_definitions"] is None
+    second = get(client, key, body["next"].replace("http://testserver", ""))["calls"][0]
+    assert (second["seq"], second["content_captured"], second["items"]) == (2, False, [])
+    assert "content was not captured" in second["notes"][-1]
+
+
+def test_one_call_with_its_content_on_request(client, key, runs):
+    run_id = get(client, key, "/api/v1/runs")["runs"][-1]["id"]
+    call_id = get(client, key, f"/api/v1/runs/{run_id}/calls")["calls"][0]["id"]
+    assert "content" not in get(client, key, f"/api/v1/calls/{call_id}")["items"][0]
+    item = get(client, key, f"/api/v1/calls/{call_id}?content=1&content_limit=20")["items"][0]
+    assert item["content"] == '{"role":"user","part'
+    assert item["content_truncated"] is True
+
+
+def test_another_projects_key_cannot_read_runs_or_calls(client, bob, runs):
+    _, other_key = factories.project_with_key("beta", owner=bob)
+    assert get(client, other_key, "/api/v1/runs")["runs"] == []
+    run = Run.objects.first()
+    call = run.calls.first()
+    assert get(client, other_key, f"/api/v1/runs/{run.id}", status=404) == {"error": "no such run"}
+    assert get(client, other_key, f"/api/v1/runs/{run.id}/calls", status=404) == {"error": "no such run"}
+    assert get(client, other_key, f"/api/v1/calls/{call.id}", status=404) == {"error": "no such call"}
+
+
+def test_the_openapi_description_lists_every_endpoint(client):
+    paths = client.get("/api/v1/openapi.json").json()["paths"]
+    assert set(paths) == {
+        "/api/v1/runs",
+        "/api/v1/runs/{run_id}",
+        "/api/v1/runs/{run_id}/calls",
+        "/api/v1/calls/{call_id}",
+        "/api/v1/traces/{trace_id}",
+    }

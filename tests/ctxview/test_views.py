@@ -92,3 +92,45 @@ def test_project_page_escapes_what_clients_sent(client, alice, project):
     content = client.get("/projects/alpha/").content
     assert b"<script>alert(1)</script>" not in content
     assert b"&lt;script&gt;alert(1)&lt;/script&gt;" in content
+
+
+def test_run_and_call_pages_render_escaped_content_for_members_only(client, alice, bob, project):
+    import zlib
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from ingest.models import Call, RawBatch
+    from ingest.store import process_batch
+    from tests.factories import chat_span, user_message
+
+    request = ExportTraceServiceRequest()
+    chat_span(
+        request,
+        trace_id=b"\x01" * 16,
+        number=1,
+        messages=[user_message("<img src=x onerror=alert(1)>")],
+        attributes={"gen_ai.conversation.id": "<script>alert(1)</script>"},
+    )
+    data = request.SerializeToString()
+    batch = RawBatch.objects.create(
+        project=project,
+        signal="traces",
+        body=zlib.compress(data),
+        content_type="protobuf",
+        wire_bytes=len(data),
+        item_count=1,
+    )
+    process_batch(batch.id)
+    call = Call.objects.get()
+
+    client.force_login(alice)
+    for path in (f"/projects/{project.slug}/runs/", f"/runs/{call.run_id}/", f"/calls/{call.id}/"):
+        content = client.get(path).content
+        assert b"<script>alert(1)</script>" not in content and b"<img src=x" not in content, path
+    assert b"&lt;script&gt;" in client.get(f"/runs/{call.run_id}/").content
+    assert b"&lt;img src=x" in client.get(f"/calls/{call.id}/").content
+
+    client.force_login(bob)
+    assert client.get(f"/runs/{call.run_id}/").status_code == 404
+    assert client.get(f"/calls/{call.id}/").status_code == 404
+    assert client.get(f"/projects/{project.slug}/runs/").status_code == 404
