@@ -106,15 +106,12 @@ def run_to_dict(run: Run, request: HttpRequest) -> dict:
 
 
 def call_to_dict(call: Call, request: HttpRequest, contents: dict[str, Content] | None = None) -> dict:
-    items = []
-    for item in call.items:
-        entry = {key: item[key] for key in ("id", "kind", "bucket", "role", "position", "tokens", "hash")}
-        entry.update({key: item.get(key) for key in _ITEM_DETAILS})
-        if contents is not None:
+    items = call.full_items()
+    if contents is not None:
+        for item in items:
             content = contents.get(item["hash"])
-            entry["content"] = content.text if content else None
-            entry["content_truncated"] = bool(content and content.truncated)
-        items.append(entry)
+            item["content"] = content.text if content else None
+            item["content_truncated"] = bool(content and content.truncated)
     return {
         "id": call.id,
         "url": request.build_absolute_uri(reverse("cv-call", args=[call.id])),
@@ -143,19 +140,6 @@ def call_to_dict(call: Call, request: HttpRequest, contents: dict[str, Content] 
         "tool_definitions": call.tool_definitions,
         "finish_reasons": call.finish_reasons,
     }
-
-
-_ITEM_DETAILS = (
-    "tokens_estimated",
-    "mode",
-    "version",
-    "source",
-    "trust",
-    "supersedes",
-    "pinned",
-    "origin_turn",
-    "cache_breakpoint",
-)
 
 
 # --- Views ---------------------------------------------------------------------------------------

@@ -119,6 +119,6 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
             project_id=call.project_id, hash__in=[item["hash"] for item in call.items]
         ).values_list("hash", "text")
     )
-    items = [{**item, "preview": (previews.get(item["hash"]) or "")[:300]} for item in call.items]
+    items = [{**item, "preview": (previews.get(item["hash"]) or "")[:300]} for item in call.full_items()]
     context = {"call": call, "run": call.run, "project": call.run.project, "items": items}
     return render(request, "ctxview/call.html", context)

@@ -43,12 +43,12 @@ class Item:
     content_truncated: bool = False
 
     def to_dict(self) -> dict:
-        return {
+        """The stored form: fields at their default are left out (a long run stores many items)."""
+        full = {
             "id": self.id,
             "kind": self.kind,
             "bucket": self.bucket,
             "role": self.role,
-            "position": self.position,
             "tokens": self.tokens,
             "tokens_estimated": self.tokens_estimated,
             "hash": self.hash,
@@ -61,3 +61,35 @@ class Item:
             "origin_turn": self.origin_turn,
             "cache_breakpoint": self.cache_breakpoint,
         }
+        return {key: value for key, value in full.items() if key in REQUIRED or value != ITEM_DEFAULTS[key]}
+
+
+REQUIRED = frozenset({"id", "kind", "bucket", "hash"})
+ITEM_DEFAULTS = {
+    "role": None,
+    "tokens": None,
+    "tokens_estimated": True,
+    "mode": "verbatim",
+    "version": None,
+    "source": None,
+    "trust": None,
+    "supersedes": [],
+    "pinned": False,
+    "origin_turn": None,
+    "cache_breakpoint": False,
+}
+
+
+def expand(stored: list[dict]) -> list[dict]:
+    """Stored items with every field present and their position in the window."""
+    return [
+        {
+            "id": item["id"],
+            "kind": item["kind"],
+            "bucket": item["bucket"],
+            "position": position,
+            **{key: item.get(key, default) for key, default in ITEM_DEFAULTS.items()},
+            "hash": item["hash"],
+        }
+        for position, item in enumerate(stored)
+    ]

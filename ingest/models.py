@@ -7,6 +7,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from ingest.items import expand
+
 
 class Project(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
@@ -247,6 +249,10 @@ class Call(models.Model):
     @property
     def model(self) -> str:
         return self.response_model or self.request_model
+
+    def full_items(self) -> list[dict]:
+        """The items with every field and their position (they are stored without defaults)."""
+        return expand(self.items)
 
     def usage_dict(self) -> dict:
         return {name: getattr(self, name) for name in Run.USAGE_FIELDS}

@@ -1,0 +1,141 @@
+"""Stored bytes per call vs raw OTLP bytes for one long run whose every call resends its history.
+
+    .venv/bin/python bench/storage.py [--calls 200] [--database-url postgres://postgres@127.0.0.1:5432/postgres]
+
+Creates a throwaway PostgreSQL database, sends the run through the real receiver (in-process, tasks
+eager), and prints the raw bytes received and the bytes each table holds (PostgreSQL's own sizes,
+indexes and TOAST included).
+"""
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TABLES = {
+    "spans": "ingest_span",
+    "calls": "ingest_call",
+    "content": "ingest_content",
+    "runs": "ingest_run",
+    "resources": "ingest_resource",
+    "raw batches": "ingest_rawbatch",
+}
+
+
+def build_run(calls: int, seed: int = 7) -> list[bytes]:
+    """One protobuf request per call: a system prompt, 12 tools and the whole history so far."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from tests.factories import chat_span
+
+    rng = random.Random(seed)
+    words = "shard latency payment retry queue worker deploy config timeout ledger invoice cache".split()
+    tools = [
+        {
+            "type": "function",
+            "name": f"tool_{n}",
+            "description": " ".join(rng.choices(words, k=30)),
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+        }
+        for n in range(12)
+    ]
+    system = [{"type": "text", "content": " ".join(rng.choices(words, k=400))}]
+    history: list[dict] = []
+    requests = []
+    for number in range(1, calls + 1):
+        history.append(
+            {"role": "user", "parts": [{"type": "text", "content": " ".join(rng.choices(words, k=60))}]}
+        )
+        request = ExportTraceServiceRequest()
+        chat_span(
+            request,
+            trace_id=b"\x07" * 16,
+            number=number,
+            messages=history,
+            attributes={
+                "gen_ai.conversation.id": "storage-bench",
+                "gen_ai.system_instructions": json.dumps(system),
+                "gen_ai.tool.definitions": json.dumps(tools),
+                "gen_ai.usage.input_tokens": 3000 + 90 * number,
+                "gen_ai.usage.output_tokens": 80,
+            },
+        )
+        requests.append(request.SerializeToString())
+        history.append(
+            {"role": "assistant", "parts": [{"type": "text", "content": " ".join(rng.choices(words, k=40))}]}
+        )
+    return requests
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/postgres")
+    args = parser.parse_args()
+
+    import psycopg
+
+    name = f"ctxview_storage_{os.getpid()}"
+    admin = psycopg.connect(args.database_url, autocommit=True)
+    admin.execute(f'CREATE DATABASE "{name}"')
+    parts = urlsplit(args.database_url)
+    os.environ["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{name}"))
+    os.environ.pop("CELERY_BROKER_URL", None)
+    os.environ["DJANGO_SETTINGS_MODULE"] = "ctxview.settings"
+    try:
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+        from django.db import connection
+        from django.test import Client
+
+        from ingest.keys import create_key
+        from ingest.models import Call, Project, RawBatch
+
+        call_command("migrate", verbosity=0)
+        key = create_key(Project.objects.create(slug="bench", name="bench"))
+        requests = build_run(args.calls)
+        client = Client(HTTP_HOST="localhost")
+        started = time.perf_counter()
+        for body in requests:
+            response = client.post(
+                "/v1/traces", body, content_type="application/x-protobuf", HTTP_AUTHORIZATION=f"Bearer {key}"
+            )
+            assert response.status_code == 200, response.content
+        elapsed = time.perf_counter() - started
+        assert Call.objects.count() == args.calls
+        connection.cursor().execute("VACUUM ANALYZE")
+        with connection.cursor() as cursor:
+            sizes = {}
+            for label, table in TABLES.items():
+                cursor.execute("SELECT pg_total_relation_size(%s)", [table])
+                sizes[label] = cursor.fetchone()[0]
+        raw = sum(len(body) for body in requests)
+        stored = sum(size for label, size in sizes.items() if label != "raw batches")
+        print(
+            f"run of {args.calls} calls, {RawBatch.objects.count()} requests, ingested in {elapsed:.1f} s "
+            f"({args.calls / elapsed:.0f} calls/s, in-process, PostgreSQL)"
+        )
+        print(f"{'':24}{'bytes':>14}{'per call':>12}")
+        print(f"{'raw OTLP received':24}{raw:>14,}{raw // args.calls:>12,}")
+        for label, size in sizes.items():
+            print(f"{label:24}{size:>14,}{size // args.calls:>12,}")
+        print(f"{'stored (without raw)':24}{stored:>14,}{stored // args.calls:>12,}")
+        print(f"stored / raw = {stored / raw:.3f}")
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+if __name__ == "__main__":
+    main()
