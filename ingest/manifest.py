@@ -109,9 +109,10 @@ def parse(value: Any) -> Manifest:
         if not isinstance(supersedes, list) or not all(isinstance(entry, str) for entry in supersedes):
             raise ManifestError(f"{where}.supersedes must be a list of item ids")
         token_count = _count(raw.get("tokens"), f"{where}.tokens")
-        estimated = token_count is None and content is not None
-        if estimated:
-            token_count = tokens.count(content)
+        # The sender's own figure is a measurement unless it says it estimated it (the SDK does).
+        estimated = _flag(raw.get("tokens_estimated"), f"{where}.tokens_estimated")
+        if token_count is None and content is not None:
+            token_count, estimated = tokens.count(content), True
         items.append(
             Item(
                 id=item_id,

@@ -87,3 +87,12 @@ def test_rejects_with_a_message_naming_the_field(value, message):
 def test_content_that_does_not_match_its_hash_is_a_warning():
     value = document(items=[{"id": "a", "kind": "k", "bucket": "other", "hash": digest("x"), "content": "y"}])
     assert manifest.parse(value).warnings == ("items[0] (a): content does not match its hash",)
+
+
+def test_reads_whether_the_sender_estimated_its_tokens():
+    value = document(
+        items=[
+            {"id": "a", "kind": "k", "bucket": "other", "hash": "h", "tokens": 9, "tokens_estimated": True}
+        ]
+    )
+    assert manifest.parse(value).items[0].tokens_estimated is True
