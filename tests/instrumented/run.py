@@ -1,0 +1,634 @@
+"""Run one instrumented scenario in this process, or every scenario in subprocesses.
+
+    python -m tests.instrumented.run SCENARIO --endpoint http://127.0.0.1:8000 --key cvk_...
+    python -m tests.instrumented.run SCENARIO --capture /tmp/out.json        # export nowhere, save OTLP/JSON
+    python -m tests.instrumented.run --all --capture-dir tests/data/otlp      # regenerate the fixtures
+    python -m tests.instrumented.run --list
+
+One scenario per process: instrumentors patch the SDK classes and read their environment variables
+when they instrument. The scenario's environment is set here, before any instrumentation is imported.
+The process starts the fake provider, sets up a TracerProvider and LoggerProvider with the real
+OTLP/HTTP protobuf exporters (batch processors; force_flush and shutdown at the end), instruments,
+holds the conversation, and prints one line ``CTXVIEW-SCENARIO-RESULT <json>`` (see ``describe``).
+It exits 1 when something went wrong (an unexpected provider request, a reply left unused, a
+missing model-call span, a failed export); the JSON line is printed all the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import importlib.metadata
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from tests.instrumented import fake_providers as fp
+from tests.instrumented.scenarios import (
+    ANTHROPIC_MODEL,
+    ANTHROPIC_RESPONSE_MODEL,
+    OPENAI_MODEL,
+    OPENAI_RESPONSE_MODEL,
+    RESULT_MARKER,
+    SCENARIOS,
+    SYSTEM_PROMPT,
+    TOOL_RESULTS,
+    TOOLS,
+    USER_TURNS,
+    CallScript,
+    Scenario,
+    ScenarioError,
+    canonical_usage,
+    child_environment,
+    is_model_call,
+    run_scenario,
+)
+
+# Anything that tries to leave the machine goes to a closed local port instead; the fake provider,
+# the ctxview server and the exporters are reached on loopback directly.
+SAFETY_ENV = {
+    "HTTP_PROXY": "http://127.0.0.1:9",
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "ALL_PROXY": "http://127.0.0.1:9",
+    "NO_PROXY": "127.0.0.1,localhost,::1",
+    "http_proxy": "http://127.0.0.1:9",
+    "https_proxy": "http://127.0.0.1:9",
+    "all_proxy": "http://127.0.0.1:9",
+    "no_proxy": "127.0.0.1,localhost,::1",
+    "OPENAI_API_KEY": "sk-fake-test",
+    "ANTHROPIC_API_KEY": "sk-ant-fake-test",
+    "OTEL_METRICS_EXPORTER": "none",
+    "OTEL_TRACES_EXPORTER": "none",
+    "OTEL_LOGS_EXPORTER": "none",
+}
+APP_SCOPE = "tests.instrumented.app"
+
+
+def prepare_environment(scenario: Scenario) -> None:
+    clean = child_environment()
+    os.environ.clear()
+    os.environ.update(clean)
+    os.environ.update(SAFETY_ENV)
+    os.environ.update(scenario.env)
+
+
+# ---------------------------------------------------------------------------------------------
+# Telemetry set-up
+# ---------------------------------------------------------------------------------------------
+class Telemetry:
+    """Providers with the real OTLP/HTTP exporters (when an endpoint is given) and in-memory copies."""
+
+    def __init__(self, scenario: Scenario, endpoint: str | None, key: str | None):
+        from opentelemetry import _logs, trace
+        from opentelemetry.sdk._logs import LoggerProvider
+        from opentelemetry.sdk._logs.export import (
+            BatchLogRecordProcessor,
+            InMemoryLogRecordExporter,
+            SimpleLogRecordProcessor,
+        )
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        resource = Resource.create(
+            {"service.name": f"instrumented-{scenario.name}", "ctxview.test.scenario": scenario.name}
+        )
+        self.tracer_provider = TracerProvider(resource=resource)
+        self.logger_provider = LoggerProvider(resource=resource)
+        self.span_memory = InMemorySpanExporter()
+        self.log_memory = InMemoryLogRecordExporter()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.span_memory))
+        self.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.log_memory))
+        self.span_exporter = self.log_exporter = None
+        if endpoint:
+            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            headers = {"Authorization": f"Bearer {key}"}
+            base = endpoint.rstrip("/")
+            self.span_exporter = _counting_span_exporter(
+                OTLPSpanExporter(endpoint=f"{base}/v1/traces", headers=headers, timeout=10)
+            )
+            self.log_exporter = _counting_log_exporter(
+                OTLPLogExporter(endpoint=f"{base}/v1/logs", headers=headers, timeout=10)
+            )
+            self.tracer_provider.add_span_processor(BatchSpanProcessor(self.span_exporter))
+            self.logger_provider.add_log_record_processor(BatchLogRecordProcessor(self.log_exporter))
+        # Global too: Pydantic AI and some instrumentations use the global providers.
+        trace.set_tracer_provider(self.tracer_provider)
+        _logs.set_logger_provider(self.logger_provider)
+
+    def finish(self) -> None:
+        self.tracer_provider.force_flush()
+        self.logger_provider.force_flush()
+        self.tracer_provider.shutdown()
+        self.logger_provider.shutdown()
+
+    def export_counts(self) -> dict[str, int]:
+        counts = {"spans": 0, "logs": 0, "failed_span_exports": 0, "failed_log_exports": 0}
+        if self.span_exporter is not None:
+            counts["spans"] = self.span_exporter.exported
+            counts["failed_span_exports"] = self.span_exporter.failures
+            counts["logs"] = self.log_exporter.exported
+            counts["failed_log_exports"] = self.log_exporter.failures
+        return counts
+
+
+def _counting_span_exporter(inner):
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    class CountingSpanExporter(SpanExporter):
+        exported = failures = 0
+
+        def export(self, spans):
+            result = inner.export(spans)
+            if result == SpanExportResult.SUCCESS:
+                self.exported += len(spans)
+            else:
+                self.failures += 1
+            return result
+
+        def shutdown(self):
+            inner.shutdown()
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return inner.force_flush(timeout_millis)
+
+    return CountingSpanExporter()
+
+
+def _counting_log_exporter(inner):
+    from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
+
+    class CountingLogExporter(LogRecordExporter):
+        exported = failures = 0
+
+        def export(self, batch):
+            result = inner.export(batch)
+            if result == LogRecordExportResult.SUCCESS:
+                self.exported += len(batch)
+            else:
+                self.failures += 1
+            return result
+
+        def shutdown(self):
+            inner.shutdown()
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return inner.force_flush(timeout_millis)
+
+    return CountingLogExporter()
+
+
+def instrument(scenario: Scenario, telemetry: Telemetry) -> None:
+    providers = {"tracer_provider": telemetry.tracer_provider}
+    if scenario.instrumentation == "openai-v2":
+        from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+
+        OpenAIInstrumentor().instrument(**providers, logger_provider=telemetry.logger_provider)
+    elif scenario.instrumentation == "openinference-openai":
+        from openinference.instrumentation.openai import OpenAIInstrumentor
+
+        OpenAIInstrumentor().instrument(**providers)
+    elif scenario.instrumentation == "openinference-anthropic":
+        from openinference.instrumentation.anthropic import AnthropicInstrumentor
+
+        AnthropicInstrumentor().instrument(**providers)
+    elif scenario.instrumentation == "openllmetry-anthropic":
+        from opentelemetry.instrumentation.anthropic import AnthropicInstrumentor
+
+        AnthropicInstrumentor().instrument(**providers, logger_provider=telemetry.logger_provider)
+    elif scenario.instrumentation == "anthropic-sdk":
+        pass  # the SDK traces itself once a global tracer provider is set
+    elif scenario.instrumentation == "pydantic-ai":
+        from pydantic_ai import Agent
+
+        Agent.instrument_all()  # uses the global tracer provider set above
+    else:
+        raise ValueError(f"unknown instrumentation {scenario.instrumentation!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Scripted replies and the conversation drivers
+# ---------------------------------------------------------------------------------------------
+def scripted_replies(scenario: Scenario) -> list[fp.Reply]:
+    replies = []
+    for call in scenario.calls:
+        if scenario.provider == "openai":
+            replies.append(
+                fp.openai_reply(
+                    id=call.response_id,
+                    model=OPENAI_RESPONSE_MODEL,
+                    usage=call.usage,
+                    text=call.text,
+                    tool_calls=list(call.tool_calls),
+                )
+            )
+        else:
+            replies.append(
+                fp.anthropic_reply(
+                    id=call.response_id,
+                    model=ANTHROPIC_RESPONSE_MODEL,
+                    usage=call.usage,
+                    text=call.text,
+                    tool_uses=list(call.tool_calls),
+                )
+            )
+    return replies
+
+
+def _turns(calls: tuple[CallScript, ...]):
+    """(turn number, user text, the scripted calls of that turn)."""
+    for number, text in enumerate(USER_TURNS, 1):
+        yield number, text, [call for call in calls if call.turn == number]
+
+
+def drive_openai_sdk(scenario: Scenario, fake: fp.FakeProvider, tracer) -> None:
+    import openai
+
+    client = openai.OpenAI(base_url=fake.openai_base_url, api_key="sk-fake-test", max_retries=0)
+    tools = [{"type": "function", "function": tool} for tool in TOOLS]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}]
+    for number, text, calls in _turns(scenario.calls):
+        with tracer.start_as_current_span("agent turn", attributes={"app.turn.index": number}):
+            messages.append({"role": "user", "content": text})
+            for _ in calls:
+                response = client.chat.completions.create(
+                    model=OPENAI_MODEL, messages=list(messages), tools=tools, temperature=0.2
+                )
+                message = response.choices[0].message
+                assistant: dict[str, Any] = {"role": "assistant", "content": message.content}
+                if message.tool_calls:
+                    assistant["tool_calls"] = [
+                        {
+                            "id": tool_call.id,
+                            "type": "function",
+                            "function": {
+                                "name": tool_call.function.name,
+                                "arguments": tool_call.function.arguments,
+                            },
+                        }
+                        for tool_call in message.tool_calls
+                    ]
+                messages.append(assistant)
+                for tool_call in message.tool_calls or []:
+                    result = TOOL_RESULTS[tool_call.function.name]
+                    messages.append({"role": "tool", "tool_call_id": tool_call.id, "content": result})
+
+
+def drive_anthropic_sdk(scenario: Scenario, fake: fp.FakeProvider, tracer) -> None:
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=fake.anthropic_base_url, api_key="sk-ant-fake-test", max_retries=0)
+    system = [{"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}]
+    tools = [
+        {"name": tool["name"], "description": tool["description"], "input_schema": tool["parameters"]}
+        for tool in TOOLS
+    ]
+    messages: list[dict[str, Any]] = []
+    for number, text, calls in _turns(scenario.calls):
+        with tracer.start_as_current_span("agent turn", attributes={"app.turn.index": number}):
+            messages.append({"role": "user", "content": text})
+            for call in calls:
+                request = dict(
+                    model=ANTHROPIC_MODEL,
+                    max_tokens=1024,
+                    system=system,
+                    tools=tools,
+                    messages=list(messages),
+                )
+                if call.stream:
+                    with client.messages.stream(**request) as stream:
+                        for _ in stream.text_stream:
+                            pass
+                        message = stream.get_final_message()
+                else:
+                    message = client.messages.create(**request)
+                content = []
+                for block in message.content:
+                    if block.type == "text":
+                        content.append({"type": "text", "text": block.text})
+                    elif block.type == "tool_use":
+                        content.append(
+                            {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+                        )
+                messages.append({"role": "assistant", "content": content})
+                results = [
+                    {"type": "tool_result", "tool_use_id": block.id, "content": TOOL_RESULTS[block.name]}
+                    for block in message.content
+                    if block.type == "tool_use"
+                ]
+                if results:
+                    messages.append({"role": "user", "content": results})
+
+
+def drive_pydantic_ai(scenario: Scenario, fake: fp.FakeProvider, tracer) -> None:
+    from pydantic_ai import Agent
+
+    if scenario.provider == "openai":
+        from openai import AsyncOpenAI
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        client = AsyncOpenAI(base_url=fake.openai_base_url, api_key="sk-fake-test", max_retries=0)
+        model = OpenAIChatModel(OPENAI_MODEL, provider=OpenAIProvider(openai_client=client))
+    else:
+        from anthropic import AsyncAnthropic
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+
+        client = AsyncAnthropic(base_url=fake.anthropic_base_url, api_key="sk-ant-fake-test", max_retries=0)
+        model = AnthropicModel(ANTHROPIC_MODEL, provider=AnthropicProvider(anthropic_client=client))
+
+    agent = Agent(model, instructions=SYSTEM_PROMPT, name="travel_agent")
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """Current weather in a city."""
+        return TOOL_RESULTS["get_weather"]
+
+    @agent.tool_plain
+    def get_time(city: str) -> str:
+        """Current local time in a city."""
+        return TOOL_RESULTS["get_time"]
+
+    history = None
+    for _number, text, _calls in _turns(scenario.calls):
+        result = agent.run_sync(text, message_history=history)
+        history = result.all_messages()
+
+
+DRIVERS = {
+    "openai_sdk": drive_openai_sdk,
+    "anthropic_sdk": drive_anthropic_sdk,
+    "pydantic_ai": drive_pydantic_ai,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Running and describing
+# ---------------------------------------------------------------------------------------------
+def execute(scenario: Scenario, endpoint: str | None, key: str | None, capture: Path | None) -> dict:
+    telemetry = Telemetry(scenario, endpoint, key)
+    instrument(scenario, telemetry)
+    tracer = telemetry.tracer_provider.get_tracer(APP_SCOPE)
+    error = None
+    with fp.FakeProvider(scripted_replies(scenario)) as fake:
+        try:
+            DRIVERS[scenario.driver](scenario, fake, tracer)
+        except Exception as exc:  # reported in the description, then the process exits 1
+            traceback.print_exc()
+            error = f"{type(exc).__name__}: {exc}"
+        telemetry.finish()
+    description = describe(scenario, telemetry, fake, error)
+    if capture is not None:
+        if description["problems"]:
+            print(f"not writing {capture}: the run had problems", file=sys.stderr)
+        else:
+            write_fixture(capture, scenario, telemetry, description)
+    return description
+
+
+def _hex(value: int, width: int) -> str:
+    return format(value, f"0{width}x")
+
+
+def describe(scenario: Scenario, telemetry: Telemetry, fake: fp.FakeProvider, error: str | None) -> dict:
+    """What the scenario did: per model call, in order, the scripted usage and the span that recorded it."""
+    spans = sorted(telemetry.span_memory.get_finished_spans(), key=lambda span: span.start_time)
+    records = telemetry.log_memory.get_finished_logs()
+    by_scope: dict[str, list] = {}
+    for span in spans:
+        if is_model_call(dict(span.attributes or {})):
+            by_scope.setdefault(span.instrumentation_scope.name, []).append(span)
+    problems = [f"fake provider: {message}" for message in fake.errors]
+    if error:
+        problems.append(f"conversation failed: {error}")
+    if fake.pending:
+        problems.append(f"{fake.pending} scripted replies were never requested")
+    for scope in sorted(set(by_scope) | set(scenario.scopes)):
+        found = len(by_scope.get(scope, []))
+        if scope not in scenario.scopes:
+            problems.append(f"{found} unexpected model-call spans of scope {scope}")
+        elif found != len(scenario.calls):
+            problems.append(f"{found} model-call spans of scope {scope} for {len(scenario.calls)} calls")
+
+    log_summaries = []
+    for record in records:
+        log_record = getattr(record, "log_record", record)
+        log_summaries.append(
+            {
+                "event_name": getattr(log_record, "event_name", None)
+                or (log_record.attributes or {}).get("event.name"),
+                "trace_id": _hex(log_record.trace_id or 0, 32),
+                "span_id": _hex(log_record.span_id or 0, 16),
+                "scope": record.instrumentation_scope.name if record.instrumentation_scope else None,
+            }
+        )
+
+    def span_info(span) -> dict:
+        return {
+            "trace_id": _hex(span.context.trace_id, 32),
+            "span_id": _hex(span.context.span_id, 16),
+            "name": span.name,
+            "scope": span.instrumentation_scope.name,
+        }
+
+    calls = []
+    provider_requests = [request for request in fake.requests if not request.error]
+    for index, script in enumerate(scenario.calls):
+        recorded = {}
+        for scope in scenario.scopes:
+            scope_spans = by_scope.get(scope, [])
+            if index < len(scope_spans):
+                recorded[scope] = span_info(scope_spans[index])
+                response_id = (scope_spans[index].attributes or {}).get("gen_ai.response.id")
+                if response_id is not None and response_id != script.response_id:
+                    problems.append(f"call {index}: {scope} span has response id {response_id}")
+        primary = recorded.get(scenario.scope)
+        calls.append(
+            {
+                "index": index,
+                "turn": script.turn,
+                "step": script.step,
+                "response_id": script.response_id,
+                "streamed": provider_requests[index].streamed if index < len(provider_requests) else None,
+                "finish_reason": script.finish_reason,
+                "tool_calls": [{"id": i, "name": n, "arguments": a} for i, n, a in script.tool_calls],
+                "usage": script.usage,
+                "canonical": canonical_usage(scenario.provider, script.usage),
+                "span": primary,
+                "other_spans": [info for scope, info in recorded.items() if scope != scenario.scope],
+                "log_records": [
+                    entry["event_name"]
+                    for entry in log_summaries
+                    if primary is not None and entry["span_id"] == primary["span_id"]
+                ],
+            }
+        )
+
+    turns = []
+    for number, text in enumerate(USER_TURNS, 1):
+        members = [call for call in calls if call["turn"] == number]
+        turns.append(
+            {
+                "turn": number,
+                "user": text,
+                "calls": [call["index"] for call in members],
+                "trace_ids": sorted({call["span"]["trace_id"] for call in members if call["span"]}),
+            }
+        )
+
+    counts = telemetry.export_counts()
+    if counts["failed_span_exports"] or counts["failed_log_exports"]:
+        problems.append(f"exports failed: {counts}")
+
+    versions = {}
+    for package in (*scenario.packages, "opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+
+    return {
+        "scenario": scenario.name,
+        "summary": scenario.summary,
+        "provider": scenario.provider,
+        "instrumentation": scenario.instrumentation,
+        "scope": scenario.scope,
+        "driver": scenario.driver,
+        "env": scenario.env,
+        "packages": versions,
+        "service_name": f"instrumented-{scenario.name}",
+        "models": {
+            "request": OPENAI_MODEL if scenario.provider == "openai" else ANTHROPIC_MODEL,
+            "response": OPENAI_RESPONSE_MODEL if scenario.provider == "openai" else ANTHROPIC_RESPONSE_MODEL,
+        },
+        "system_prompt": SYSTEM_PROMPT,
+        "turns": turns,
+        "calls": calls,
+        "spans": [
+            {
+                "name": span.name,
+                "trace_id": _hex(span.context.trace_id, 32),
+                "span_id": _hex(span.context.span_id, 16),
+                "parent_span_id": _hex(span.parent.span_id, 16) if span.parent else "",
+                "kind": span.kind.value + 1,  # the OTLP number (SDK INTERNAL=0 is OTLP 1)
+                "scope": span.instrumentation_scope.name,
+                "model_call": is_model_call(dict(span.attributes or {})),
+            }
+            for span in spans
+        ],
+        "log_records": log_summaries,
+        "provider_requests": [
+            {"path": request.path, "streamed": request.streamed, "error": request.error}
+            for request in fake.requests
+        ],
+        "exported": counts,
+        "problems": problems,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Fixtures: what the exporters sent, as OTLP/JSON
+# ---------------------------------------------------------------------------------------------
+_ID_FIELDS = {"traceId", "spanId", "parentSpanId"}
+
+
+def _otlp_json(message) -> dict:
+    """A protobuf export request as OTLP/JSON: camelCase, enums as numbers, ids as hex."""
+    from google.protobuf.json_format import MessageToDict
+
+    document = MessageToDict(message, use_integers_for_enums=True)
+
+    def fix(node):
+        if isinstance(node, dict):
+            for name, value in node.items():
+                if name in _ID_FIELDS and isinstance(value, str):
+                    node[name] = base64.b64decode(value).hex()
+                else:
+                    fix(value)
+        elif isinstance(node, list):
+            for item in node:
+                fix(item)
+
+    fix(document)
+    return document
+
+
+def write_fixture(path: Path, scenario: Scenario, telemetry: Telemetry, description: dict) -> None:
+    """Encode the finished spans and records with the encoder the OTLP/HTTP exporter uses, as JSON."""
+    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    spans = sorted(telemetry.span_memory.get_finished_spans(), key=lambda span: span.start_time)
+    records = telemetry.log_memory.get_finished_logs()
+    document = {
+        "scenario": scenario.name,
+        "note": (
+            "Captured from the real instrumentation by tests/instrumented/run.py; regenerate with "
+            "`python -m tests.instrumented.run --all --capture-dir tests/data/otlp`. 'traces' and "
+            "'logs' are OTLP/JSON export request bodies; 'description' is what the scenario did, "
+            "with each call's scripted provider usage and the figures a normaliser should produce."
+        ),
+        "description": {k: v for k, v in description.items() if k != "stderr"},
+        "traces": _otlp_json(encode_spans(spans)),
+        "logs": _otlp_json(encode_logs(records)) if records else None,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.instrumented.run", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("scenario", nargs="?", choices=sorted(SCENARIOS))
+    parser.add_argument("--endpoint", help="ctxview base URL, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--key", help="ingest key sent as Authorization: Bearer <key>")
+    parser.add_argument("--capture", type=Path, help="write the exported telemetry to this OTLP/JSON file")
+    parser.add_argument("--all", action="store_true", help="run every scenario, each in a subprocess")
+    parser.add_argument("--capture-dir", type=Path, help="with --all: write <scenario>.json files here")
+    parser.add_argument("--list", action="store_true", help="list the scenarios")
+    args = parser.parse_args(argv)
+
+    if args.list:
+        for name, scenario in SCENARIOS.items():
+            print(f"{name:26} {scenario.summary}")
+        return 0
+    if args.all:
+        directory = args.capture_dir
+        failed = 0
+        for name in SCENARIOS:
+            capture = directory / f"{name}.json" if directory else None
+            try:
+                result = run_scenario(name, args.endpoint, args.key, capture=capture)
+                print(
+                    f"{name}: {len(result['calls'])} calls, {len(result['spans'])} spans, "
+                    f"{len(result['log_records'])} log records" + (f" -> {capture}" if capture else "")
+                )
+            except ScenarioError as exc:
+                failed += 1
+                print(f"{name}: FAILED\n{exc}", file=sys.stderr)
+        return 1 if failed else 0
+    if not args.scenario:
+        parser.error("name a scenario, or use --all or --list")
+    if args.endpoint and not args.key:
+        parser.error("--endpoint needs --key")
+
+    scenario = SCENARIOS[args.scenario]
+    prepare_environment(scenario)
+    description = execute(scenario, args.endpoint, args.key, args.capture)
+    print(RESULT_MARKER + json.dumps(description), flush=True)
+    if description["problems"]:
+        print("problems:\n  " + "\n  ".join(description["problems"]), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
