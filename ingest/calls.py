@@ -9,6 +9,7 @@ they never deadlock.
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from django.db.models import Q
@@ -99,8 +100,10 @@ def _content_events(project_id: int, keys: list[tuple[str, str]]) -> dict[tuple[
 
 def save(project_id: int, records: list[CallRecord], operations: list[dict]) -> None:
     """Write new calls (a call already stored is left alone) and operations, then number the runs."""
-    runs = _locked_runs(project_id, records, operations)
     new = _new_records(project_id, records)
+    new, replaced = _without_duplicates(project_id, new)
+    runs = _locked_runs(project_id, new, operations, {call.run_id for call in replaced})
+    renumber = _remove_replaced(runs, replaced)
     _save_contents(project_id, [item for record in new for item in record.items])
     Call.objects.bulk_create(
         [_call(project_id, runs[record.run_key].id, record) for record in new], batch_size=500
@@ -113,10 +116,110 @@ def save(project_id: int, records: list[CallRecord], operations: list[dict]) -> 
     )
     _renumber_after_late_invocations(project_id, operations)
     for run in sorted(runs.values(), key=lambda run: run.id):
-        number_calls(run)
+        number_calls(run, renumber=run.id in renumber)
 
 
-def _locked_runs(project_id: int, records: list[CallRecord], operations: list[dict]) -> dict[str, Run]:
+# --- One request, two spans ----------------------------------------------------------------------
+# The Anthropic SDK (2.x) traces itself whenever a tracer provider is set, so with an instrumentation
+# on top every request has two model-call spans: nested (OpenInference's messages.create) or siblings
+# with the same response id (OpenLLMetry). Keep one call per request, chosen by a fixed rule so the
+# result does not depend on which span arrived first.
+
+
+def _preference(entry: CallRecord | Call, others: list) -> tuple:
+    is_outer = any(other.parent_span_id == entry.span_id for other in others)
+    return (not entry.content_captured, not is_outer, entry.start_ns, entry.span_id)
+
+
+def _without_duplicates(project_id: int, records: list[CallRecord]) -> tuple[list[CallRecord], list[Call]]:
+    """New records minus those duplicating another call of their request; stored calls they replace."""
+    if not records:
+        return records, []
+    response_ids = {record.response_id for record in records if record.response_id}
+    stored = list(
+        Call.objects.filter(
+            project_id=project_id, trace_id__in={record.trace_id for record in records}
+        ).filter(
+            Q(response_id__in=response_ids)
+            | Q(span_id__in={record.parent_span_id for record in records if record.parent_span_id})
+            | Q(parent_span_id__in={record.span_id for record in records})
+            | Q(parent_span_id__in={record.parent_span_id for record in records if record.parent_span_id})
+        )
+    )
+    entries: list[CallRecord | Call] = [*records, *stored]
+
+    def same_request(a, b) -> bool:
+        return a.trace_id == b.trace_id and (
+            (a.response_id and a.response_id == b.response_id)
+            or a.parent_span_id == b.span_id
+            or b.parent_span_id == a.span_id
+            or _twins(a, b)
+        )
+
+    group_of = list(range(len(entries)))  # union-find over "same request"
+
+    def root(index: int) -> int:
+        while group_of[index] != index:
+            group_of[index] = group_of[group_of[index]]
+            index = group_of[index]
+        return index
+
+    for i, a in enumerate(entries):
+        for j in range(i + 1, len(entries)):
+            if same_request(a, entries[j]):
+                group_of[root(j)] = root(i)
+    groups: dict[int, list] = defaultdict(list)
+    for index, entry in enumerate(entries):
+        groups[root(index)].append(entry)
+    keep, replaced = [], []
+    for members in groups.values():
+        winner = min(members, key=lambda entry: _preference(entry, members))
+        losers = [entry.span_id for entry in members if entry is not winner]
+        if isinstance(winner, CallRecord):
+            if losers:
+                note = f"{len(losers)} other span(s) of the same request ignored: {', '.join(losers)}"
+                winner = replace(winner, notes=(*winner.notes, note))
+            keep.append(winner)
+        replaced.extend(entry for entry in members if isinstance(entry, Call) and entry is not winner)
+    return keep, replaced
+
+
+def _usage_of(entry: CallRecord | Call) -> tuple:
+    usage = entry.usage.to_dict() if isinstance(entry, CallRecord) else entry.usage_dict()
+    return usage["prompt_total"], usage["output"]
+
+
+def _twins(a: CallRecord | Call, b: CallRecord | Call) -> bool:
+    """Sibling spans of one request without a response id: same parent, overlapping, same usage."""
+    usage = _usage_of(a)
+    return (
+        bool(a.parent_span_id)
+        and a.parent_span_id == b.parent_span_id
+        and a.start_ns <= b.end_ns
+        and b.start_ns <= a.end_ns
+        and None not in usage
+        and usage == _usage_of(b)
+    )
+
+
+def _remove_replaced(runs: dict[str, Run], calls: list[Call]) -> set[int]:
+    """Delete stored calls that a better span of the same request replaces; returns the runs to renumber."""
+    by_id = {run.id: run for run in runs.values()}
+    for call in calls:
+        run = by_id[call.run_id]
+        for name, value in call.usage_dict().items():
+            if value is None:
+                run.usage_unknown[name] = max(run.usage_unknown.get(name, 0) - 1, 0)
+            else:
+                setattr(run, name, (getattr(run, name) or 0) - value)
+        run.calls.filter(start_ns__gte=call.start_ns).update(seq=None, turn=None)
+        call.delete()
+    return {call.run_id for call in calls}
+
+
+def _locked_runs(
+    project_id: int, records: list[CallRecord], operations: list[dict], extra_run_ids: set[int]
+) -> dict[str, Run]:
     first_seen: dict[str, CallRecord] = {}
     for record in records:
         first_seen.setdefault(record.run_key, record)
@@ -139,9 +242,9 @@ def _locked_runs(project_id: int, records: list[CallRecord], operations: list[di
         for operation in operations
         if operation["kind"] == "agent"
     }
-    affected = set()
+    affected = set(extra_run_ids)
     if parents:
-        affected = set(
+        affected |= set(
             Call.objects.filter(
                 project_id=project_id,
                 trace_id__in={trace for trace, _ in parents},
@@ -244,6 +347,7 @@ def _call(project_id: int, run_id: int, record: CallRecord) -> Call:
         operation=record.operation,
         request_model=record.request_model,
         response_model=record.response_model,
+        response_id=record.response_id,
         agent_name=record.agent_name,
         finish_reasons=list(record.finish_reasons),
         **record.usage.to_dict(),
@@ -281,21 +385,22 @@ def _renumber_after_late_invocations(project_id: int, operations: list[dict]) ->
 # --- Numbering calls -----------------------------------------------------------------------------
 
 
-def number_calls(run: Run) -> None:
+def number_calls(run: Run, renumber: bool = False) -> None:
     """Give the run's unnumbered calls their seq and turn; the caller holds the run's row lock.
 
     Calls that arrive in order are appended using the run's carried state. A call that starts before
     the run's last numbered call renumbers the run from that call on, so the result does not depend
-    on the order in which spans arrived.
+    on the order in which spans arrived. ``renumber``: numbers were reset (a call's content arrived or
+    a call was replaced), so renumber from the first unnumbered call whatever its time.
     """
     first = (
         run.calls.filter(seq__isnull=True).order_by("start_ns", "span_id").only("start_ns", "span_id").first()
     )
     if first is None:
         return
-    late = run.last_start_ns is not None and (first.start_ns, first.span_id) < (
-        run.last_start_ns,
-        run.last_span_id,
+    late = renumber or (
+        run.last_start_ns is not None
+        and (first.start_ns, first.span_id) < (run.last_start_ns, run.last_span_id)
     )
     if late:
         from_first = Q(start_ns__gt=first.start_ns) | Q(start_ns=first.start_ns, span_id__gte=first.span_id)
@@ -398,7 +503,7 @@ def join_log_events(project_id: int, rows: list[dict]) -> None:
     _save_contents(project_id, items)
     Call.objects.bulk_update(calls, [*CALL_CONTENT_FIELDS, "seq", "turn"], batch_size=200)
     for run in runs:
-        number_calls(run)
+        number_calls(run, renumber=True)
 
 
 def _stored_spans(project_id: int, keys: list[tuple[str, str]]) -> dict:

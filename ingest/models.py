@@ -105,7 +105,7 @@ class Span(models.Model):
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE)
     batch = models.ForeignKey(RawBatch, null=True, on_delete=models.SET_NULL, db_constraint=False)
-    resource = models.ForeignKey(Resource, on_delete=models.PROTECT)
+    resource = models.ForeignKey(Resource, on_delete=models.CASCADE)
     trace_id = models.CharField(max_length=32)  # lower-case hex
     span_id = models.CharField(max_length=16)
     parent_span_id = models.CharField(max_length=16, blank=True)
@@ -134,7 +134,7 @@ class LogRecord(models.Model):
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE)
     batch = models.ForeignKey(RawBatch, null=True, on_delete=models.SET_NULL, db_constraint=False)
-    resource = models.ForeignKey(Resource, on_delete=models.PROTECT)
+    resource = models.ForeignKey(Resource, on_delete=models.CASCADE)
     record_hash = models.CharField(max_length=64)
     trace_id = models.CharField(max_length=32, blank=True)
     span_id = models.CharField(max_length=16, blank=True)
@@ -218,6 +218,7 @@ class Call(models.Model):
     operation = models.CharField(max_length=50, blank=True)
     request_model = models.CharField(max_length=200, blank=True)
     response_model = models.CharField(max_length=200, blank=True)
+    response_id = models.CharField(max_length=200, blank=True)
     agent_name = models.CharField(max_length=200, blank=True)
     uncached = models.BigIntegerField(null=True)
     cache_write = models.BigIntegerField(null=True)

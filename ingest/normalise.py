@@ -64,6 +64,7 @@ class CallRecord:
     operation: str
     request_model: str
     response_model: str
+    response_id: str
     usage: Usage
     turn_hint: int | None
     user_fingerprint: str | None
@@ -637,6 +638,7 @@ def call_record(
         operation=str(attributes.get(semconv.OPERATION_NAME) or "chat")[:50],
         request_model=_first_text(attributes, semconv.REQUEST_MODEL)[0][:200],
         response_model=_first_text(attributes, semconv.RESPONSE_MODEL)[0][:200],
+        response_id=_first_text(attributes, semconv.RESPONSE_ID)[0][:200],
         usage=usage,
         turn_hint=_turn_hint(attributes),
         user_fingerprint=user_fingerprint(inputs),

@@ -37,7 +37,7 @@ RUN_KEYS = (CTXVIEW_RUN_ID, CONVERSATION_ID, SESSION_ID, TRACELOOP_SESSION_ID, L
 REQUEST_MODEL = ("gen_ai.request.model", "llm.request.model_name", "llm.model_name")
 RESPONSE_MODEL = ("gen_ai.response.model", "llm.response.model_name", "llm.model_name")
 PROVIDER = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")
-RESPONSE_ID = "gen_ai.response.id"
+RESPONSE_ID = ("gen_ai.response.id", "llm.response.id")
 FINISH_REASONS = ("gen_ai.response.finish_reasons", "llm.finish_reason", "gen_ai.response.finish_reason")
 AGENT_NAME = ("gen_ai.agent.name", "agent.name", "agent_name")
 SERVICE_NAME = "service.name"
@@ -65,6 +65,7 @@ REASONING_TOKENS = (
     "gen_ai.usage.reasoning_tokens",
     "llm.usage.reasoning_tokens",
     "llm.token_count.completion_details.reasoning",
+    "gen_ai.usage.details.reasoning_tokens",  # pydantic-ai puts OpenAI's reasoning figure only here
 )
 TOTAL_TOKENS = ("gen_ai.usage.total_tokens", "llm.usage.total_tokens", "llm.token_count.total")
 LOGFIRE_RAW_USAGE = "gen_ai.usage.raw"

@@ -19,6 +19,9 @@ _NO_CACHE_WRITES = frozenset(
     {"openai", "azure.ai.openai", "azure.ai.inference", "gcp.gen_ai", "deepseek", "x_ai"}
 )
 
+# Emitters that leave zero figures out: there an absent cache figure beside a reported input is 0.
+_OMITS_ZERO_FIGURES = ("pydantic-ai", "pydantic_ai")
+
 _PROVIDER_ALIASES = {
     "xai": "x_ai",
     "mistralai": "mistral_ai",
@@ -136,6 +139,12 @@ def normalise_usage(
             cache_read = _count((logfire.get("prompt_tokens_details") or {}).get("cached_tokens"))
     if logfire and cache_write is None:
         cache_write = _count(logfire.get("cache_creation_input_tokens"))
+
+    if reported_input is not None and scope_name.lower().startswith(_OMITS_ZERO_FIGURES):
+        if cache_read is None:
+            cache_read = 0
+        if cache_write is None:
+            cache_write = 0
 
     if cache_write is None and cache_read is not None and provider in _NO_CACHE_WRITES:
         cache_write = 0

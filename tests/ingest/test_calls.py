@@ -198,3 +198,42 @@ def test_content_in_log_events_is_joined_whichever_arrives_first(send, project):
     assert Content.objects.get(hash=calls[1].items[0]["hash"]).text == (
         '{"role":"user","parts":[{"type":"text","content":"second question"}]}'
     )
+
+
+@pytest.mark.parametrize("outer_first", [True, False], ids=["outer-first", "inner-first"])
+def test_two_spans_of_one_request_make_one_call_whichever_arrives_first(send, project, outer_first):
+    """The Anthropic SDK traces itself under an instrumentation's span: one request, two spans."""
+    usage = {"gen_ai.usage.input_tokens": 900, "gen_ai.usage.output_tokens": 12}
+    outer, inner = ExportTraceServiceRequest(), ExportTraceServiceRequest()
+    factories.chat_span(outer, trace_id=TRACE, number=1, messages=[user_message("hi")], attributes=usage)
+    factories.chat_span(
+        inner,
+        trace_id=TRACE,
+        number=2,
+        parent=(1).to_bytes(8, "big"),
+        attributes={**usage, "gen_ai.response.id": "msg_1"},
+    )
+    for request in (outer, inner) if outer_first else (inner, outer):
+        send(request)
+    call = Call.objects.get()
+    assert call.span_id == (1).to_bytes(8, "big").hex()  # the one with content, the outer one
+    assert (call.seq, call.turn, call.prompt_total) == (1, 1, 900)
+    run = Run.objects.get()
+    assert (run.call_count, run.prompt_total, run.output) == (1, 900, 12)
+
+
+def test_sibling_spans_with_the_same_response_id_make_one_call(send, project):
+    request = ExportTraceServiceRequest()
+    parent = (77).to_bytes(8, "big")
+    for number in (1, 2):
+        factories.chat_span(
+            request,
+            trace_id=TRACE,
+            number=number,
+            parent=parent,
+            attributes={"gen_ai.response.id": "msg_1", "gen_ai.usage.input_tokens": 5},
+        )
+    send(request)
+    call = Call.objects.get()
+    assert call.span_id == (1).to_bytes(8, "big").hex()  # the earlier one when nothing else decides
+    assert "1 other span(s) of the same request ignored" in call.notes[-1]

@@ -1,0 +1,50 @@
+"""Issue 3's acceptance: each real instrumentation, through the live server and the read API, gives
+exactly the provider's figures (or null where the instrumentation does not report one)."""
+
+import pytest
+
+from tests.instrumented.expected import expected_usage
+from tests.instrumented.scenarios import SCENARIOS, run_scenario
+from tests.instrumented.test_instrumented import require_packages
+
+
+def api(client, key, path):
+    response = client.get(path, HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_calls_turns_and_usage_through_the_read_api(live_server, client, project, key, name):
+    require_packages(name)
+    result = run_scenario(name, live_server.url, key)
+    assert result["problems"] == []
+
+    runs = api(client, key, "/api/v1/runs")["runs"]
+    calls = {}
+    for run in runs:
+        for call in api(client, key, f"/api/v1/runs/{run['id']}/calls")["calls"]:
+            calls[call["span_id"]] = (run, call)
+    # One call per request, even where the Anthropic SDK traces the same request a second time.
+    assert len(calls) == len(result["calls"])
+
+    for expected in result["calls"]:
+        run, call = calls[expected["span"]["span_id"]]
+        assert call["usage"] == expected_usage(name, expected), f"call {expected['index']}"
+        assert call["trace_id"] == expected["span"]["trace_id"]
+        assert call["content_captured"] is (name != "openai-v2-nocontent")
+        if name not in ("openai-v2-nocontent", "anthropic-sdk-native"):
+            assert [tool["name"] for tool in call["tool_calls"]] == [
+                tool["name"] for tool in expected["tool_calls"]
+            ]
+
+    # Order and turns: turn 1's two calls come first in their run; turn 2 is either a new turn of the same
+    # run (pydantic-ai names the conversation) or the first call of its own run (keyed by trace).
+    first, second, third = (calls[call["span"]["span_id"]] for call in result["calls"])
+    assert first[0]["id"] == second[0]["id"]
+    assert (first[1]["seq"], first[1]["turn"], second[1]["seq"], second[1]["turn"]) == (1, 1, 2, 1)
+    if third[0]["id"] == first[0]["id"]:
+        assert (third[1]["seq"], third[1]["turn"]) == (3, 2)
+        assert third[0]["turns"] == 2
+    else:
+        assert (third[1]["seq"], third[1]["turn"]) == (1, 1)
