@@ -105,18 +105,35 @@ def save(project_id: int, records: list[CallRecord], operations: list[dict]) -> 
     runs = _locked_runs(project_id, new, operations, {call.run_id for call in replaced})
     renumber = _remove_replaced(runs, replaced)
     _save_contents(project_id, [item for record in new for item in record.items])
-    Call.objects.bulk_create(
-        [_call(project_id, runs[record.run_key].id, record) for record in new], batch_size=500
-    )
-    _add_to_totals(runs, new)
     Operation.objects.bulk_create(
         [Operation(project_id=project_id, **operation) for operation in operations],
         ignore_conflicts=True,
         batch_size=500,
     )
-    _renumber_after_late_invocations(project_id, operations)
+    renumber |= _renumber_after_late_invocations(project_id, operations)
+
+    # Calls that come after everything their run has are numbered here, before they are inserted (the
+    # common case, no UPDATE); a run with a late call is renumbered after the insert.
+    calls_of: dict[int, list[Call]] = defaultdict(list)
+    for record in new:
+        run = runs[record.run_key]
+        calls_of[run.id].append(_call(project_id, run.id, record))
+    invocations = _agent_invocations(project_id, [call for calls in calls_of.values() for call in calls])
+    late_runs = []
     for run in sorted(runs.values(), key=lambda run: run.id):
-        number_calls(run, renumber=run.id in renumber)
+        calls = sorted(calls_of[run.id], key=lambda call: (call.start_ns, call.span_id))
+        if run.id in renumber or (calls and _before_last(run, calls[0])):
+            late_runs.append(run)
+        elif calls:
+            state = _number(_state_of(run), calls, invocations)
+            _remember(run, calls, state, appended=True)
+    Call.objects.bulk_create([call for calls in calls_of.values() for call in calls], batch_size=500)
+    _add_to_totals(runs, new)
+    for run in runs.values():
+        if run in late_runs:
+            number_calls(run, renumber=True)
+        else:
+            run.save()
 
 
 # --- One request, two spans ----------------------------------------------------------------------
@@ -369,63 +386,68 @@ def _add_to_totals(runs: dict[str, Run], records: list[CallRecord]) -> None:
             run.agent_name = record.agent_name
 
 
-def _renumber_after_late_invocations(project_id: int, operations: list[dict]) -> None:
+def _renumber_after_late_invocations(project_id: int, operations: list[dict]) -> set[int]:
     """An agent span usually ends, and so arrives, after its calls: their turns may change."""
     agents = [operation for operation in operations if operation["kind"] == "agent"]
     if not agents:
-        return
-    Call.objects.filter(
+        return set()
+    calls = Call.objects.filter(
         project_id=project_id,
         trace_id__in={operation["trace_id"] for operation in agents},
         parent_span_id__in={operation["span_id"] for operation in agents},
         seq__isnull=False,
-    ).update(seq=None, turn=None)
+    )
+    run_ids = set(calls.values_list("run_id", flat=True))
+    calls.update(seq=None, turn=None)
+    return run_ids
 
 
 # --- Numbering calls -----------------------------------------------------------------------------
 
 
-def number_calls(run: Run, renumber: bool = False) -> None:
-    """Give the run's unnumbered calls their seq and turn; the caller holds the run's row lock.
-
-    Calls that arrive in order are appended using the run's carried state. A call that starts before
-    the run's last numbered call renumbers the run from that call on, so the result does not depend
-    on the order in which spans arrived. ``renumber``: numbers were reset (a call's content arrived or
-    a call was replaced), so renumber from the first unnumbered call whatever its time.
-    """
-    first = (
-        run.calls.filter(seq__isnull=True).order_by("start_ns", "span_id").only("start_ns", "span_id").first()
-    )
-    if first is None:
-        return
-    late = renumber or (
-        run.last_start_ns is not None
-        and (first.start_ns, first.span_id) < (run.last_start_ns, run.last_span_id)
-    )
-    if late:
-        from_first = Q(start_ns__gt=first.start_ns) | Q(start_ns=first.start_ns, span_id__gte=first.span_id)
-        calls = list(run.calls.filter(from_first | Q(seq__isnull=True)).order_by("start_ns", "span_id"))
-        previous = (
-            run.calls.filter(seq__isnull=False).exclude(from_first).order_by("-start_ns", "-span_id").first()
-        )
-        state = _state_after(previous)
-    else:
-        calls = list(run.calls.filter(seq__isnull=True).order_by("start_ns", "span_id"))
-        state = TurnState(
-            run.call_count,
-            run.turn_count,
-            run.last_fingerprint or None,
-            run.last_invocation or None,
-            run.last_trace_id or None,
-        )
-    invocations = set(
+def _agent_invocations(project_id: int, calls: list[Call]) -> set[str]:
+    """Which of these calls' parent spans are agent invocations."""
+    parents = {call.parent_span_id for call in calls if call.parent_span_id}
+    if not parents:
+        return set()
+    return set(
         Operation.objects.filter(
-            project_id=run.project_id,
+            project_id=project_id,
             kind=Operation.Kind.AGENT,
             trace_id__in={call.trace_id for call in calls},
-            span_id__in={call.parent_span_id for call in calls if call.parent_span_id},
+            span_id__in=parents,
         ).values_list("span_id", flat=True)
     )
+
+
+def _before_last(run: Run, call: Call) -> bool:
+    return run.last_start_ns is not None and (call.start_ns, call.span_id) < (
+        run.last_start_ns,
+        run.last_span_id,
+    )
+
+
+def _state_of(run: Run) -> TurnState:
+    """The carried state after the run's last numbered call."""
+    return TurnState(
+        run.call_count,
+        run.turn_count,
+        run.last_fingerprint or None,
+        run.last_invocation or None,
+        run.last_trace_id or None,
+    )
+
+
+def _state_after(call: Call | None) -> TurnState:
+    if call is None:
+        return TurnState()
+    return TurnState(
+        call.seq, call.turn, call.carried_fingerprint or None, call.carried_invocation or None, call.trace_id
+    )
+
+
+def _number(state: TurnState, calls: list[Call], invocations: set[str]) -> TurnState:
+    """Give ``calls`` (in order) their seq and turn after ``state``; returns the state after the last."""
     for call in calls:
         state = advance(
             state,
@@ -437,13 +459,15 @@ def number_calls(run: Run, renumber: bool = False) -> None:
         call.seq, call.turn = state.seq, state.turn
         call.carried_fingerprint = state.fingerprint or ""
         call.carried_invocation = state.invocation or ""
-    Call.objects.bulk_update(
-        calls, ["seq", "turn", "carried_fingerprint", "carried_invocation"], batch_size=500
-    )
+    return state
+
+
+def _remember(run: Run, calls: list[Call], state: TurnState, appended: bool) -> None:
+    """Keep on the run the state after its last call, so the next call is numbered without reading the run."""
     last = calls[-1]
     turns = max(call.turn for call in calls)
     run.call_count = state.seq
-    run.turn_count = turns if late else max(run.turn_count, turns)
+    run.turn_count = max(run.turn_count, turns) if appended else turns
     run.last_start_ns, run.last_span_id = last.start_ns, last.span_id
     run.last_fingerprint = state.fingerprint or ""
     run.last_invocation = state.invocation or ""
@@ -451,15 +475,39 @@ def number_calls(run: Run, renumber: bool = False) -> None:
     run.last_call_at = _datetime(last.start_ns)
     if calls[0].seq == 1:
         run.started_at = _datetime(calls[0].start_ns)
-    run.save()
 
 
-def _state_after(call: Call | None) -> TurnState:
-    if call is None:
-        return TurnState()
-    return TurnState(
-        call.seq, call.turn, call.carried_fingerprint or None, call.carried_invocation or None, call.trace_id
+def number_calls(run: Run, renumber: bool = False) -> None:
+    """Give the run's unnumbered calls their seq and turn, and save the run; the caller holds its lock.
+
+    Calls that arrive in order are appended using the run's carried state. A call that starts before
+    the run's last numbered call renumbers the run from that call on, so the result does not depend
+    on the order in which spans arrived. ``renumber``: numbers were reset (a call's content arrived or
+    a call was replaced), so renumber from the first unnumbered call whatever its time.
+    """
+    first = (
+        run.calls.filter(seq__isnull=True).order_by("start_ns", "span_id").only("start_ns", "span_id").first()
     )
+    if first is None:
+        run.save()
+        return
+    late = renumber or _before_last(run, first)
+    if late:
+        from_first = Q(start_ns__gt=first.start_ns) | Q(start_ns=first.start_ns, span_id__gte=first.span_id)
+        calls = list(run.calls.filter(from_first | Q(seq__isnull=True)).order_by("start_ns", "span_id"))
+        previous = (
+            run.calls.filter(seq__isnull=False).exclude(from_first).order_by("-start_ns", "-span_id").first()
+        )
+        state = _state_after(previous)
+    else:
+        calls = list(run.calls.filter(seq__isnull=True).order_by("start_ns", "span_id"))
+        state = _state_of(run)
+    state = _number(state, calls, _agent_invocations(run.project_id, calls))
+    Call.objects.bulk_update(
+        calls, ["seq", "turn", "carried_fingerprint", "carried_invocation"], batch_size=500
+    )
+    _remember(run, calls, state, appended=not late)
+    run.save()
 
 
 # --- Content that arrives as log records ---------------------------------------------------------

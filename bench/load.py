@@ -1,8 +1,8 @@
 """Ingest benchmark: POST pre-encoded OTLP/protobuf batches of ~4 KB LLM spans and print figures.
 
-    .venv/bin/python bench/ingest.py                      # embedded, then postgres + 1 worker (make bench)
-    .venv/bin/python bench/ingest.py --mode postgres --workers 2 --spans 40960
-    .venv/bin/python bench/ingest.py --endpoint http://127.0.0.1:6006/v1/traces   # any OTLP/HTTP server
+    .venv/bin/python bench/load.py                      # embedded, then postgres + 1 worker (make bench)
+    .venv/bin/python bench/load.py --mode postgres --workers 2 --spans 40960
+    .venv/bin/python bench/load.py --endpoint http://127.0.0.1:6006/v1/traces   # any OTLP/HTTP server
 
 For ctxview modes the script starts a throwaway instance (temp data dir or database, gunicorn,
 Celery workers) and stops it at the end. For --endpoint it measures acceptance only.
