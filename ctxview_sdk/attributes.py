@@ -15,6 +15,7 @@ USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
 USAGE_CACHE_CREATION_INPUT_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
 USAGE_REASONING_OUTPUT_TOKENS = "gen_ai.usage.reasoning.output_tokens"
 ERROR_TYPE = "error.type"
+OUTPUT_MESSAGES = "gen_ai.output.messages"
 
 # ctxview's convention (see CONVENTION.md).
 RUN_ID = "ctxview.run.id"

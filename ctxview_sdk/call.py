@@ -72,6 +72,7 @@ class Call:
         self.response_model: str | None = None
         self.response_id: str | None = None
         self.finish_reasons: list[str] | None = None
+        self.tool_calls: list[dict[str, Any]] = []
         self.dropped_items = 0
         self.ended = False
         self._ids: set[str] = set()
@@ -217,6 +218,12 @@ class Call:
             reasons = [finish_reasons] if isinstance(finish_reasons, str) else finish_reasons
             self.finish_reasons = [str(reason) for reason in reasons if reason is not None]
 
+    def add_tool_call(self, name: str, id: str | None = None, arguments: Any = None) -> None:
+        """Record a tool call the model asked for in its answer (sent as gen_ai.output.messages)."""
+        if not (isinstance(name, str) and name):
+            raise ValueError(f"a tool call needs a name, got {name!r}")
+        self.tool_calls.append({"type": "tool_call", "id": id, "name": name, "arguments": arguments})
+
     def end(self, end_time: int | datetime | None = None, error: BaseException | None = None) -> None:
         """Emit the span (once); never blocks on the network and never raises for an export problem."""
         if self.ended:
@@ -252,6 +259,10 @@ class Call:
             attr.RESPONSE_ID: self.response_id,
             attr.RESPONSE_FINISH_REASONS: self.finish_reasons,
             attr.MANIFEST_DROPPED_ITEMS: self.dropped_items or None,
+            # Only the tool calls, never the answer's text: which tools the model asked for is metadata.
+            attr.OUTPUT_MESSAGES: dumps([{"role": "assistant", "parts": self.tool_calls}])
+            if self.tool_calls
+            else None,
         }
         attributes.update({key: value for key, value in optional.items() if value is not None})
         attributes.update(self.usage)

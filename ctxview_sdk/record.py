@@ -105,7 +105,32 @@ def _read_response(call: Call, response: Any) -> None:
             choices = [as_mapping(choice) or {} for choice in data["choices"]]
             reasons = [choice["finish_reason"] for choice in choices if choice.get("finish_reason")]
         call.set_response(model=data.get("model"), response_id=data.get("id"), finish_reasons=reasons or None)
+        for tool_call in _tool_calls(data):
+            call.add_tool_call(**tool_call)
         if data.get("usage") is not None:
             call.set_usage(data["usage"])
     except Exception:
         logger.exception("ctxview_sdk: could not read the response")
+
+
+def _tool_calls(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tool calls of an Anthropic (tool_use blocks) or OpenAI (message.tool_calls) response."""
+    calls = []
+    for block in data.get("content") or []:
+        block = as_mapping(block) or {}
+        if block.get("type") == "tool_use" and block.get("name"):
+            calls.append({"name": block["name"], "id": block.get("id"), "arguments": block.get("input")})
+    for choice in data.get("choices") or []:
+        message = as_mapping((as_mapping(choice) or {}).get("message")) or {}
+        for tool_call in message.get("tool_calls") or []:
+            tool_call = as_mapping(tool_call) or {}
+            function = as_mapping(tool_call.get("function")) or {}
+            if function.get("name"):
+                calls.append(
+                    {
+                        "name": function["name"],
+                        "id": tool_call.get("id"),
+                        "arguments": function.get("arguments"),
+                    }
+                )
+    return calls

@@ -364,3 +364,39 @@ def test_the_agents_otel_environment_cannot_cut_or_drop_manifests(monkeypatch, c
     ctxview_sdk.flush()
     (span,) = memory.get_finished_spans()
     assert len(manifest(span)["items"]) == 1 and span.attributes["ctxview.turn"] == 1
+
+
+def test_the_models_tool_calls_are_sent_as_output_messages(finished):
+    response = {
+        "id": "msg_1",
+        "model": "claude-sonnet-4-5",
+        "stop_reason": "tool_use",
+        "content": [
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": "toolu_1", "name": "read_log", "input": {"path": "/var/log/app"}},
+        ],
+        "usage": {"input_tokens": 10, "output_tokens": 5},
+    }
+    request = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "why?"}]}
+    ctxview_sdk.record_anthropic("run-1", 1, request, response)
+    [span] = finished()
+    assert json.loads(span.attributes["gen_ai.output.messages"]) == [
+        {
+            "role": "assistant",
+            "parts": [
+                {
+                    "type": "tool_call",
+                    "id": "toolu_1",
+                    "name": "read_log",
+                    "arguments": {"path": "/var/log/app"},
+                }
+            ],
+        }
+    ]
+
+
+def test_a_call_without_tool_calls_sends_no_output_messages(finished):
+    with ctxview_sdk.call("run-1", 1, "m") as call:
+        call.add_item("a", "message", "conversation", content="hi")
+    [span] = finished()
+    assert "gen_ai.output.messages" not in span.attributes
