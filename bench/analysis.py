@@ -1,0 +1,147 @@
+"""Analysis benchmark: one synthetic run of 2,000 calls, analysed call by call from the carried state.
+
+    .venv/bin/python bench/analysis.py                 # 2,000 calls
+    .venv/bin/python bench/analysis.py --calls 5000
+
+The history grows by a user message, an assistant reply and a tool result per call; when it passes the
+budget, the oldest tenth is dropped (a sliding window), so the window is full-sized from about call 80.
+Per-call time is the median over 20 calls around call 100 and around the last call; "with state I/O"
+adds the JSON dump and load of the state, as the task storing it would.
+"""
+
+import argparse
+import hashlib
+import json
+import statistics
+import sys
+import time
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+# ctxview/__init__.py starts the Celery app (and Django); the analyses need neither, so load the
+# package without it and measure only the pure code.
+_package = types.ModuleType("ctxview")
+_package.__path__ = [str(ROOT / "ctxview")]
+sys.modules.setdefault("ctxview", _package)
+
+from ctxview.analysis import CallInput, analyse_call, finalise_run, new_state  # noqa: E402
+
+SECOND = 10**9
+BUDGET_TOKENS = 60_000
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def item(item_id: str, bucket: str, tokens: int, **fields) -> dict:
+    return {"id": item_id, "kind": fields.pop("kind", "message"), "bucket": bucket, "tokens": tokens,
+            "hash": digest(item_id), **fields}  # fmt: skip
+
+
+def synthetic_calls(count: int):
+    """The run's calls, built one at a time (building is not timed)."""
+    tools = [item(f"tool:tool_{number}", "tools", 150, kind="tool") for number in range(12)]
+    head = [
+        *tools,
+        item("system:0", "system", 1500, kind="system"),
+        item("rule-4417", "memory", 40, kind="rule", pinned=True),
+    ]
+    history: list[dict] = []
+    previous_total = 0
+    for seq in range(1, count + 1):
+        history += [
+            item(f"user-{seq}", "conversation", 120),
+            item(f"assistant-{seq}", "conversation", 180),
+            item(f"result-{seq}", "tool_results", 400, kind="tool_result"),
+        ]
+        dropped = False
+        while sum(entry["tokens"] for entry in history) > BUDGET_TOKENS:
+            history = history[len(history) // 10 :]
+            dropped = True
+        version = str(seq // 50)
+        items = [
+            *head,
+            item(f"file-{version}", "retrieved", 600, source="src/app.py", version=version),
+            *history,
+        ]
+        total = sum(entry["tokens"] for entry in items)
+        read = 0 if dropped else min(previous_total, total)
+        start = (1_764_000_000 + 15 * seq) * SECOND
+        yield CallInput.from_dict(
+            {
+                "seq": seq,
+                "turn": seq,
+                "start_ns": start,
+                "end_ns": start + 3 * SECOND,
+                "model": "claude-sonnet-4-5-20250929",
+                "provider": "anthropic",
+                "usage": {
+                    "uncached": 0,
+                    "cache_write": total - read,
+                    "cache_read": read,
+                    "output": 300,
+                    "reasoning": None,
+                    "prompt_total": total,
+                },
+                "items": items,
+                "manifest_source": "explicit",
+                "budget": {"limit": 200_000, "input": total, "reserved_output": 8_000},
+                "tool_calls": [{"name": f"tool_{seq % 7}", "id": f"call-{seq}"}],
+                "tool_definitions": [entry["id"][5:] for entry in tools],
+            }
+        )
+        previous_total = total
+
+
+def median_ms(samples: dict[int, float], around: int) -> float:
+    window = [samples[seq] for seq in range(max(1, around - 19), around + 1) if seq in samples]
+    return statistics.median(window) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    arguments = parser.parse_args()
+
+    state = new_state()
+    analysis_time: dict[int, float] = {}
+    with_io_time: dict[int, float] = {}
+    sizes: dict[int, tuple[int, int, int]] = {}
+    findings = 0
+    for call in synthetic_calls(arguments.calls):
+        started = time.perf_counter()
+        analysis, state = analyse_call(state, call)
+        analysed = time.perf_counter()
+        stored = json.dumps(state)
+        state = json.loads(stored)
+        finished = time.perf_counter()
+        analysis_time[call.seq] = analysed - started
+        with_io_time[call.seq] = finished - started
+        sizes[call.seq] = (len(call.items), analysis.buckets["total"], len(stored))
+        findings += len(analysis.findings)
+    run = finalise_run(state)
+
+    last = arguments.calls
+    total_seconds = sum(analysis_time.values())
+    print(f"calls analysed: {last}, findings: {findings} per call + {len(run['findings'])} run-level")
+    for label, seq in (("call 100", 100), (f"call {last}", last)):
+        items, tokens, state_bytes = sizes[seq]
+        print(
+            f"{label:>10}: {median_ms(analysis_time, seq):.3f} ms analysis, "
+            f"{median_ms(with_io_time, seq):.3f} ms with state I/O "
+            f"(window {items} items / {tokens} tokens, state {state_bytes / 1024:.0f} KiB)"
+        )
+    ratio = median_ms(analysis_time, last) / median_ms(analysis_time, 100)
+    ratio_io = median_ms(with_io_time, last) / median_ms(with_io_time, 100)
+    print(f"ratio call {last} / call 100: {ratio:.2f} (analysis), {ratio_io:.2f} (with state I/O)")
+    print(f"throughput: {last / total_seconds:.0f} calls/s (analysis only), "
+          f"{last / sum(with_io_time.values()):.0f} calls/s with state I/O")  # fmt: skip
+    print(f"cache breaks: {run['accounting']['cache_breaks']['count']}, "
+          f"hit rate: {run['accounting']['cache_hit_rate']}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

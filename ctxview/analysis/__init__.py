@@ -1,0 +1,37 @@
+"""Context analyses: pure Python over plain data (no Django, no Celery, no I/O).
+
+Buckets, prefix chains and cache breaks, conflicting versions, item lifecycle, findings and run
+accounting. Celery tasks load a call and the stored state, call ``analyse_call`` and store both results.
+"""
+
+from ctxview.analysis.config import DEFAULT_CONFIG, AnalysisConfig
+from ctxview.analysis.findings import Finding
+from ctxview.analysis.inputs import CallInput
+from ctxview.analysis.lifecycle import item_lifecycle
+from ctxview.analysis.prices import PRICES, Price, price_for, table_from_rows
+from ctxview.analysis.run import (
+    CallAnalysis,
+    OutdatedState,
+    OutOfOrder,
+    analyse_call,
+    finalise_run,
+    new_state,
+)
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "PRICES",
+    "AnalysisConfig",
+    "CallAnalysis",
+    "CallInput",
+    "Finding",
+    "OutOfOrder",
+    "OutdatedState",
+    "Price",
+    "analyse_call",
+    "finalise_run",
+    "item_lifecycle",
+    "new_state",
+    "price_for",
+    "table_from_rows",
+]
