@@ -613,6 +613,9 @@ def call_record(
             notes.append(f"the ctxview.manifest was not used: {exc}")
         else:
             items = list(manifest.items)
+            if tools is None:
+                # The catalogue the sender declared: its tool items ("tool:<name>" by the SDK's convention).
+                tools = [{"name": item.id.removeprefix("tool:")} for item in items if item.bucket == "tools"]
             excluded = manifest.excluded
             budget = manifest.budget
             prompt_version = manifest.prompt_version

@@ -11,9 +11,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from ctxview import demo_data
+from ctxview import demo
 from ingest.keys import create_key
-from ingest.models import Membership, Project
+from ingest.models import Membership, Project, Run
 
 DEMO_USER = "demo"
 DEMO_PASSWORD = "demo"
@@ -21,7 +21,7 @@ DEMO_PROJECT = "demo"
 
 
 class Command(BaseCommand):
-    help = "Start ctxview on 127.0.0.1 with a demo user, project and sample runs (or send them to --url)."
+    help = "Start ctxview on 127.0.0.1 with a demo user, project and three demo runs (or send them to --url)."
 
     def add_arguments(self, parser):
         parser.add_argument("--port", type=int, default=8000)
@@ -35,13 +35,15 @@ class Command(BaseCommand):
             self._send(url, key)
             return
         key = self._demo_project_key()
+        # Runs already in the demo project are not sent again (their spans would get new ids).
+        skip = set(Run.objects.filter(project__slug=DEMO_PROJECT).values_list("key", flat=True))
         url = f"http://127.0.0.1:{port}"
         server = subprocess.Popen(
             [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"]
         )
         try:
             self._wait_until_up(url, server)
-            self._send(url, key)
+            self._send(url, key, skip)
             self._print_welcome(url, key)
             server.wait()
         except KeyboardInterrupt:
@@ -76,9 +78,9 @@ class Command(BaseCommand):
                 time.sleep(0.2)
         raise CommandError("the server did not start within 60 s")
 
-    def _send(self, url: str, key: str) -> None:
-        spans = demo_data.send(url, key)
-        self.stdout.write(f"sent {spans} demo spans to {url}")
+    def _send(self, url: str, key: str, skip: set[str] = frozenset()) -> None:
+        for run_id, calls in demo.send(url, key, skip).items():
+            self.stdout.write(f"sent the demo run {run_id}: {calls} calls")
 
     def _print_welcome(self, url: str, key: str) -> None:
         database = settings.DATABASES["default"]["NAME"]
