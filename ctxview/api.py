@@ -8,14 +8,16 @@ from datetime import datetime
 from functools import wraps
 from pathlib import Path
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET
 
+from ctxview import analysis
 from ctxview.access import NotAuthenticated, api_projects
-from ingest.models import Call, Content, Project, Run, Span
+from ingest.items import expand
+from ingest.models import Call, Content, Finding, Project, Run, Span
 
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 DEFAULT_LIMIT = 50
@@ -101,8 +103,30 @@ def run_to_dict(run: Run, request: HttpRequest) -> dict:
         "models": run.model_names,
         "usage": run.usage_dict(),
         "usage_unknown_calls": run.usage_unknown,
+        "analysed_calls": run.analysed_seq,
+        "accounting": run.accounting,
+        "findings": findings_by_type(run),
         "url": request.build_absolute_uri(reverse("cv-run", args=[run.id])),
     }
+
+
+def attach_finding_counts(runs: list[Run]) -> None:
+    """Findings by type for a page of runs, in one query."""
+    counts: dict[int, dict[str, int]] = {run.id: {} for run in runs}
+    rows = Finding.objects.filter(run_id__in=counts).values_list("run_id", "type").annotate(count=Count("id"))
+    for run_id, finding_type, count in rows:
+        counts[run_id][finding_type] = count
+    for run in runs:
+        run.finding_counts = counts[run.id]
+
+
+def findings_by_type(run: Run) -> dict[str, int]:
+    counts = getattr(run, "finding_counts", None)  # prefetched by list views
+    if counts is None:
+        counts = dict(
+            run.findings.values_list("type").annotate(count=Count("id")).values_list("type", "count")
+        )
+    return counts
 
 
 def call_to_dict(call: Call, request: HttpRequest, contents: dict[str, Content] | None = None) -> dict:
@@ -139,6 +163,28 @@ def call_to_dict(call: Call, request: HttpRequest, contents: dict[str, Content] 
         "tool_calls": call.tool_calls,
         "tool_definitions": call.tool_definitions,
         "finish_reasons": call.finish_reasons,
+        "cache": _cache_summary(call.analysis),
+        "buckets": (call.analysis or {}).get("buckets"),
+        "conflicts": (call.analysis or {}).get("conflicts"),
+    }
+
+
+def _cache_summary(analysis: dict | None) -> dict | None:
+    """The call's cache analysis; null until the call is analysed."""
+    if not analysis:
+        return None
+    cache = analysis["cache"]
+    return {
+        "expected_read": cache.get("expected_read"),
+        "reported_read": cache.get("reported_read"),
+        "invalidator_item_id": cache.get("invalidator_item_id"),
+        "cause": cache.get("cause"),
+        "broke": cache.get("broke"),
+        "tokens_rewritten": cache.get("tokens_rewritten"),
+        "cost_usd": cache.get("cost_usd"),
+        "detail": cache.get("detail"),
+        "provider_diagnosis": cache.get("provider_diagnosis"),
+        "disagrees": cache.get("disagrees"),
     }
 
 
@@ -171,6 +217,7 @@ def runs(request: HttpRequest, projects: QuerySet[Project]) -> JsonResponse:
         page = page[:limit]
         last = page[-1]
         next_url = _next_url(request, cursor=_encode_cursor(last.started_at, last.id))
+    attach_finding_counts(page)
     return JsonResponse({"runs": [run_to_dict(run, request) for run in page], "next": next_url})
 
 
@@ -235,6 +282,42 @@ def call_detail(request: HttpRequest, projects: QuerySet[Project], call_id: int)
                 row.text, row.truncated = row.text[:limit], True
             contents[row.hash] = row
     return JsonResponse(call_to_dict(call, request, contents))
+
+
+@api_view
+def run_findings(request: HttpRequest, projects: QuerySet[Project], run_id: int) -> JsonResponse:
+    """The run's findings in call order (run-level ones last); ``?type=`` filters."""
+    run = _get_run(projects, run_id)
+    if run is None:
+        return error("no such run", 404)
+    findings = run.findings.all()
+    if request.GET.get("type"):
+        findings = findings.filter(type=request.GET["type"])
+    ordered = sorted(
+        findings, key=lambda finding: (finding.call_seq is None, finding.call_seq or 0, finding.id)
+    )
+    return JsonResponse({"findings": [finding.to_dict() for finding in ordered]})
+
+
+@api_view
+def item_lifecycle(
+    request: HttpRequest, projects: QuerySet[Project], run_id: int, item_id: str
+) -> JsonResponse:
+    """One item across the run: where it was included, excluded, and when it left."""
+    run = _get_run(projects, run_id)
+    if run is None:
+        return error("no such run", 404)
+    calls = (
+        run.calls.filter(seq__isnull=False)
+        .order_by("seq")
+        .values_list("seq", "items", "excluded", "manifest_source")
+    )
+    lifecycle = analysis.item_lifecycle(
+        item_id, [(seq, expand(items), excluded, source) for seq, items, excluded, source in calls]
+    )
+    if lifecycle["first_seq"] is None and not lifecycle["excluded"]:
+        return error("no such item in this run", 404)
+    return JsonResponse(lifecycle)
 
 
 @api_view

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from django.db.models import Q
 
 from ingest import normalise, tokens
+from ingest.analyse import invalidate
 from ingest.models import Call, Content, LogRecord, Operation, Run
 from ingest.normalise import CallRecord, Event
 from ingest.turns import TurnState, advance
@@ -98,8 +99,18 @@ def _content_events(project_id: int, keys: list[tuple[str, str]]) -> dict[tuple[
 # --- Writing calls, contents and operations ------------------------------------------------------
 
 
-def save(project_id: int, records: list[CallRecord], operations: list[dict]) -> None:
-    """Write new calls (a call already stored is left alone) and operations, then number the runs."""
+# The fields of a run that ingest writes; the analysis fields belong to the analysis task.
+RUN_FIELDS = [
+    field.name
+    for field in Run._meta.concrete_fields
+    if field.name not in ("id", "analysed_seq", "analysis_state", "accounting")
+]
+
+
+def save(project_id: int, records: list[CallRecord], operations: list[dict]) -> set[int]:
+    """Write new calls (a call already stored is left alone) and operations, then number the runs.
+
+    Returns the ids of the runs whose calls changed (to be analysed)."""
     new = _new_records(project_id, records)
     new, replaced = _without_duplicates(project_id, new)
     runs = _locked_runs(project_id, new, operations, {call.run_id for call in replaced})
@@ -133,7 +144,8 @@ def save(project_id: int, records: list[CallRecord], operations: list[dict]) -> 
         if run in late_runs:
             number_calls(run, renumber=True)
         else:
-            run.save()
+            run.save(update_fields=RUN_FIELDS)
+    return {run.id for run in runs.values()}
 
 
 # --- One request, two spans ----------------------------------------------------------------------
@@ -268,8 +280,10 @@ def _locked_runs(
                 parent_span_id__in={span for _, span in parents},
             ).values_list("run_id", flat=True)
         )
-    locked = Run.objects.select_for_update().filter(
-        Q(project_id=project_id, key__in=list(first_seen)) | Q(id__in=affected)
+    locked = (
+        Run.objects.select_for_update()
+        .defer("analysis_state")
+        .filter(Q(project_id=project_id, key__in=list(first_seen)) | Q(id__in=affected))
     )
     return {run.key: run for run in locked.order_by("id")}
 
@@ -489,7 +503,7 @@ def number_calls(run: Run, renumber: bool = False) -> None:
         run.calls.filter(seq__isnull=True).order_by("start_ns", "span_id").only("start_ns", "span_id").first()
     )
     if first is None:
-        run.save()
+        run.save(update_fields=RUN_FIELDS)
         return
     late = renumber or _before_last(run, first)
     if late:
@@ -507,21 +521,25 @@ def number_calls(run: Run, renumber: bool = False) -> None:
         calls, ["seq", "turn", "carried_fingerprint", "carried_invocation"], batch_size=500
     )
     _remember(run, calls, state, appended=not late)
-    run.save()
+    run.save(update_fields=RUN_FIELDS)
+    if late:
+        invalidate(run, calls[0].seq)
 
 
 # --- Content that arrives as log records ---------------------------------------------------------
 
 
-def join_log_events(project_id: int, rows: list[dict]) -> None:
-    """Give calls stored without content the content their log events carry, whenever those arrive."""
+def join_log_events(project_id: int, rows: list[dict]) -> set[int]:
+    """Give calls stored without content the content their log events carry, whenever those arrive.
+
+    Returns the ids of the runs whose calls changed."""
     keys = {
         (row["trace_id"], row["span_id"])
         for row in rows
         if row["span_id"] and row["event_name"] in CONTENT_EVENTS
     }
     if not keys:
-        return
+        return set()
     candidates = Call.objects.filter(
         project_id=project_id,
         trace_id__in={trace for trace, _ in keys},
@@ -530,8 +548,13 @@ def join_log_events(project_id: int, rows: list[dict]) -> None:
     ).exclude(manifest_source="explicit")
     calls = [call for call in candidates if (call.trace_id, call.span_id) in keys]
     if not calls:
-        return
-    runs = list(Run.objects.select_for_update().filter(id__in={call.run_id for call in calls}).order_by("id"))
+        return set()
+    runs = list(
+        Run.objects.select_for_update()
+        .defer("analysis_state")
+        .filter(id__in={call.run_id for call in calls})
+        .order_by("id")
+    )
     call_keys = [(call.trace_id, call.span_id) for call in calls]
     events = _content_events(project_id, call_keys)
     spans = _stored_spans(project_id, call_keys)
@@ -552,6 +575,7 @@ def join_log_events(project_id: int, rows: list[dict]) -> None:
     Call.objects.bulk_update(calls, [*CALL_CONTENT_FIELDS, "seq", "turn"], batch_size=200)
     for run in runs:
         number_calls(run, renumber=True)
+    return {run.id for run in runs}
 
 
 def _stored_spans(project_id: int, keys: list[tuple[str, str]]) -> dict:

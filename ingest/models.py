@@ -176,6 +176,11 @@ class Run(models.Model):
     prompt_total = models.BigIntegerField(null=True)
     # How many calls did not report each figure, so a partial total is never taken for a full one.
     usage_unknown = models.JSONField(default=dict)
+    # Analysis: calls 1..analysed_seq are analysed; the state after the last one (zlib-compressed JSON,
+    # ctxview.analysis.run) lets the next call be analysed without reading the run again.
+    analysed_seq = models.PositiveIntegerField(default=0)
+    analysis_state = models.BinaryField(null=True)
+    accounting = models.JSONField(null=True)
     # Carried state after the last call in order (ingest.turns.TurnState), so the next call is numbered
     # without reading the whole run.
     last_start_ns = models.BigIntegerField(null=True)
@@ -238,6 +243,7 @@ class Call(models.Model):
     tool_calls = models.JSONField(default=list)
     tool_definitions = models.JSONField(null=True)  # names, or null when the call did not report them
     finish_reasons = models.JSONField(default=list)
+    analysis = models.JSONField(null=True)  # buckets, cache, conflicts (ctxview.analysis.CallAnalysis)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "trace_id", "span_id"], name="call_unique")]
@@ -296,3 +302,45 @@ class Operation(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["project", "trace_id", "span_id"], name="operation_unique")
         ]
+
+
+class Finding(models.Model):
+    """Something worth a person's attention, found by the analyses; run-level ones have no call."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="findings")
+    call_seq = models.PositiveIntegerField(null=True)
+    type = models.CharField(max_length=40)
+    severity = models.CharField(max_length=10)
+    item_id = models.CharField(max_length=500, blank=True)
+    cause = models.CharField(max_length=60, blank=True)
+    evidence = models.JSONField(default=dict)
+    fix = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["run", "call_seq"], name="finding_run_seq"),
+            models.Index(fields=["project", "type"], name="finding_project_type"),
+        ]
+
+    def to_dict(self) -> dict:
+        return {
+            "type": self.type,
+            "severity": self.severity,
+            "call_seq": self.call_seq,
+            "item_id": self.item_id or None,
+            "cause": self.cause or None,
+            "evidence": self.evidence,
+            "fix": self.fix,
+        }
+
+
+class AnalysisCheckpoint(models.Model):
+    """The analysis state after every CHECKPOINT_EVERY-th call: a late call restarts the analysis here."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
+    seq = models.PositiveIntegerField()
+    state = models.BinaryField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="checkpoint_unique")]

@@ -4,6 +4,7 @@ import hashlib
 import json
 import logging
 import zlib
+from functools import partial
 
 from django.db import DataError, connection, transaction
 from django.utils import timezone
@@ -11,6 +12,7 @@ from google.protobuf.message import DecodeError
 
 from ingest import calls, otlp
 from ingest.models import LogRecord, RawBatch, Resource, Span
+from ingest.tasks import enqueue_analysis
 
 logger = logging.getLogger(__name__)
 
@@ -40,19 +42,22 @@ def process_batch(batch_id: int) -> str:
         batch.attempts += 1
         try:
             with transaction.atomic():  # a savepoint: bad data leaves no partial rows behind
-                _store(batch)
+                runs = _store(batch)
         except BadBatch as exc:
             batch.status = RawBatch.Status.FAILED
             batch.error = str(exc)[:500]
             logger.warning("batch %s failed: %s", batch.id, batch.error)
         else:
             batch.status = RawBatch.Status.DONE
+            for run_id in sorted(runs):
+                transaction.on_commit(partial(enqueue_analysis, run_id), robust=True)
         batch.processed_at = timezone.now()
         batch.save(update_fields=["status", "error", "attempts", "processed_at"])
         return batch.status
 
 
-def _store(batch: RawBatch) -> None:
+def _store(batch: RawBatch) -> set[int]:
+    """Write the batch's rows; returns the ids of the runs whose calls changed."""
     try:
         message = otlp.load(batch.signal, zlib.decompress(bytes(batch.body)))
         rows = list(
@@ -70,7 +75,7 @@ def _store(batch: RawBatch) -> None:
                 Span(resource_id=resource_ids[id(resource)], **common, **row) for resource, row in rows
             ]
             Span.objects.bulk_create(objects, ignore_conflicts=True, batch_size=BULK_SIZE)
-            calls.save(batch.project_id, records, operations)
+            return calls.save(batch.project_id, records, operations)
         else:
             objects = [
                 LogRecord(
@@ -82,7 +87,7 @@ def _store(batch: RawBatch) -> None:
                 for resource, row in rows
             ]
             LogRecord.objects.bulk_create(objects, ignore_conflicts=True, batch_size=BULK_SIZE)
-            calls.join_log_events(batch.project_id, [row for _, row in rows])
+            return calls.join_log_events(batch.project_id, [row for _, row in rows])
     except DataError as exc:
         raise BadBatch(f"the database refused a value: {str(exc).splitlines()[0]}") from exc
 

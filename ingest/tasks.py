@@ -6,9 +6,10 @@ from datetime import timedelta
 from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
+from django.db.models import F
 from django.utils import timezone
 
-from ingest.models import RawBatch
+from ingest.models import RawBatch, Run
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +27,28 @@ def process_batch_task(*, batch_id: int) -> str:
     from ingest.store import process_batch
 
     return process_batch(batch_id)
+
+
+@shared_task(
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=2,
+    retry_backoff_max=60,
+    max_retries=8,
+)
+def analyse_run_task(*, run_id: int) -> int:
+    from ingest.analyse import analyse_run
+
+    return analyse_run(run_id)
+
+
+def enqueue_analysis(run_id: int) -> None:
+    """Enqueue a run's analysis; if the broker is down, the sweeper's next pass catches it up."""
+    try:
+        analyse_run_task.apply_async(kwargs={"run_id": run_id})
+    except Exception as exc:  # kombu raises many kinds; the next batch or sweep enqueues it again
+        logger.warning("could not enqueue the analysis of run %s (%s)", run_id, exc)
 
 
 @shared_task
@@ -54,4 +77,10 @@ def sweep_batches(older_than_seconds: int, limit: int = 10_000) -> int:
     enqueued = sum(enqueue_batch(batch_id) for batch_id in batch_ids)
     if batch_ids:
         logger.info("sweeper: %s pending batches, %s enqueued", len(batch_ids), enqueued)
+    # Runs whose analysis lags behind their calls (its enqueue was lost, e.g. the broker was down).
+    lagging = Run.objects.filter(analysed_seq__lt=F("call_count"), updated_at__lte=cutoff).values_list(
+        "id", flat=True
+    )
+    for run_id in lagging[:limit]:
+        enqueue_analysis(run_id)
     return enqueued

@@ -218,4 +218,6 @@ def test_the_openapi_description_lists_every_endpoint(client):
         "/api/v1/runs/{run_id}/calls",
         "/api/v1/calls/{call_id}",
         "/api/v1/traces/{trace_id}",
+        "/api/v1/runs/{run_id}/findings",
+        "/api/v1/runs/{run_id}/items/{item_id}",
     }

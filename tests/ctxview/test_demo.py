@@ -54,3 +54,66 @@ def test_the_demo_sends_three_runs_that_the_api_and_the_ui_show(live_server, cli
     )
     # Usage follows the prefix-cache model: the totals add up on every call.
     assert all(call.uncached + call.cache_write + call.cache_read == call.prompt_total for call in calls)
+
+
+def findings(run) -> list[tuple]:
+    return list(run.findings.order_by("call_seq", "type").values_list("call_seq", "type", "item_id", "cause"))
+
+
+def test_the_analyses_find_what_each_story_tells(live_server, client, project, key):
+    call_command("demo", url=live_server.url, key=key, stdout=StringIO())
+    runs = {run.key: run for run in Run.objects.filter(project=project)}
+    for run in runs.values():
+        assert run.analysed_seq == run.call_count
+
+    incident = runs["demo-incident-turn-40"]
+    # The first call of each turn (later assignments win: the calls go from last to first).
+    seq_of_turn = {call.turn: call.seq for call in Call.objects.filter(run=incident).order_by("-seq")}
+    found = findings(incident)
+    # The turn-19 fact leaves the window at turn 31's first call, excluded by the sliding window.
+    [fact] = [row for row in found if row[1] == "fact_dropped"]
+    assert fact[:3] == (seq_of_turn[31], "fact_dropped", "fact:affected-shard")
+    assert [row[0] for row in found if row[1] == "unknown_tool_called"] == [
+        seq_of_turn[33],
+        seq_of_turn[35],
+        seq_of_turn[38],
+    ]
+    assert "unused_tools" in {row[1] for row in found if row[0] is None}
+    assert {row[3] for row in found if row[1] == "cache_invalidated"} <= {"history_rewritten", "ttl_expired"}
+    assert not any(
+        row[1] in ("pinned_dropped", "conflicting_versions", "invisible_invalidator") for row in found
+    )
+
+    migration = findings(runs["demo-migration-200-files"])
+    breaks = {row[0]: (row[2], row[3]) for row in migration if row[1] == "cache_invalidated"}
+    assert breaks[30][0] == "system:prompt"
+    assert breaks[60] == ("tool:read_file", "key_order")
+    assert [row[:3] for row in migration if row[1] == "conflicting_versions"] == [
+        (45, "conflicting_versions", "file:src/api/billing.ts@v1")
+    ]
+    migration_run = client.get(
+        f"/api/v1/runs/{runs['demo-migration-200-files'].id}/calls?after_seq=30&limit=1",
+        HTTP_AUTHORIZATION=f"Bearer {key}",
+    ).json()["calls"][0]
+    assert migration_run["cache"]["cause"] == "volatile_system_prompt"
+    assert migration_run["cache"]["invalidator_item_id"] == "system:prompt"
+
+    timeout = findings(runs["demo-order-service-timeout"])
+    types = {row[1]: row for row in timeout}
+    assert types["superseded_included"][2] == "plan@v1"
+    assert types["lost_in_middle"][2] == "rule:public-api"
+    assert not any(row[1] in ("fact_dropped", "pinned_dropped", "unknown_tool_called") for row in timeout)
+
+
+def test_the_item_lifecycle_of_the_dropped_fact(live_server, client, project, key):
+    call_command("demo", url=live_server.url, key=key, stdout=StringIO())
+    run = Run.objects.get(project=project, key="demo-incident-turn-40")
+    body = client.get(
+        f"/api/v1/runs/{run.id}/items/fact:affected-shard", HTTP_AUTHORIZATION=f"Bearer {key}"
+    ).json()
+    turn_of = dict(Call.objects.filter(run=run).values_list("seq", "turn"))
+    assert turn_of[body["first_seq"]] == 19
+    assert turn_of[body["last_seq"]] == 30
+    assert body["left"][0]["reason"] == "sliding_window"
+    response = client.get(f"/api/v1/runs/{run.id}/items/no-such-item", HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert response.status_code == 404

@@ -1,0 +1,151 @@
+"""Run the pure analyses (ctxview.analysis) over a run's stored calls, incrementally.
+
+Calls 1..``run.analysed_seq`` are analysed and ``run.analysis_state`` is the state after the last of
+them, so new calls are analysed without reading the run again. Renumbering a run (a late call, content
+that arrived later, a replaced duplicate) lowers ``analysed_seq``; the analysis then restarts from the
+nearest checkpoint at or below it, so results do not depend on arrival order.
+"""
+
+import json
+import logging
+import zlib
+
+from django.db import transaction
+
+from ctxview.analysis import CallInput, OutdatedState, analyse_call, finalise_run, new_state
+from ingest.models import AnalysisCheckpoint, Call, Content, Finding, Run
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_EVERY = 32
+CHUNK = 100
+
+
+def pack(state: dict) -> bytes:
+    return zlib.compress(json.dumps(state, separators=(",", ":")).encode(), 1)
+
+
+def unpack(data: bytes | memoryview | None) -> dict | None:
+    return json.loads(zlib.decompress(bytes(data))) if data is not None else None
+
+
+def invalidate(run: Run, from_seq: int) -> None:
+    """Calls from ``from_seq`` on changed: their analysis (and checkpoints after it) must be redone."""
+    if run.analysed_seq >= from_seq:
+        run.analysed_seq = from_seq - 1
+        Run.objects.filter(id=run.id).update(analysed_seq=run.analysed_seq, analysis_state=None)
+        AnalysisCheckpoint.objects.filter(run=run, seq__gte=from_seq).delete()
+
+
+def _start(run: Run) -> tuple[int, dict]:
+    """The seq after which to continue, and the analysis state at that point."""
+    if run.analysed_seq and run.analysis_state is not None:
+        return run.analysed_seq, unpack(run.analysis_state)
+    checkpoint = (
+        AnalysisCheckpoint.objects.filter(run=run, seq__lte=run.analysed_seq).order_by("-seq").first()
+        if run.analysed_seq
+        else None
+    )
+    if checkpoint is None:
+        return 0, new_state()
+    return checkpoint.seq, unpack(checkpoint.state)
+
+
+def _inputs(run: Run, calls: list[Call], previous: Call | None) -> list[CallInput]:
+    """Calls as analysis inputs, with the contents of the items that changed from one call to the next."""
+    wanted: set[str] = set()
+    before = {item["hash"] for item in previous.items} if previous else set()
+    for call in calls:
+        mine = {item["hash"] for item in call.items}
+        wanted |= mine ^ before
+        before = mine
+    contents = dict(
+        Content.objects.filter(project_id=run.project_id, hash__in=wanted).values_list("hash", "text")
+    )
+    return [
+        CallInput.from_dict(
+            {
+                "seq": call.seq,
+                "turn": call.turn,
+                "start_ns": call.start_ns,
+                "end_ns": call.end_ns,
+                "model": call.model,
+                "provider": call.provider,
+                "usage": call.usage_dict(),
+                "usage_raw": call.usage_raw,
+                "items": call.items,
+                "excluded": call.excluded,
+                "manifest_source": call.manifest_source,
+                "budget": call.budget,
+                "tool_calls": call.tool_calls,
+                "tool_definitions": call.tool_definitions,
+                "contents": contents,
+            }
+        )
+        for call in calls
+    ]
+
+
+def analyse_run(run_id: int) -> int:
+    """Analyse the run's calls that are not analysed yet; returns how many were. Safe to run twice."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(id=run_id).first()
+        if run is None:
+            logger.info("run %s is gone; nothing to analyse", run_id)
+            return 0
+        after, state = _start(run)
+        try:
+            return _analyse_from(run, after, state)
+        except OutdatedState:
+            # The stored state is from an older version of the analyses: start again from call 1.
+            AnalysisCheckpoint.objects.filter(run=run).delete()
+            return _analyse_from(run, 0, new_state())
+
+
+def _analyse_from(run: Run, after: int, state: dict) -> int:
+    Finding.objects.filter(run=run).filter(call_seq__gt=after).delete()
+    Finding.objects.filter(run=run, call_seq__isnull=True).delete()
+    analysed = 0
+    previous = run.calls.filter(seq=after).first() if after else None
+    calls = run.calls.filter(seq__gt=after, seq__isnull=False).order_by("seq")
+    while True:
+        chunk = list(calls.filter(seq__gt=after)[:CHUNK])
+        if not chunk:
+            break
+        findings = []
+        checkpoints = []
+        for call, call_input in zip(chunk, _inputs(run, chunk, previous), strict=True):
+            result, state = analyse_call(state, call_input)
+            outcome = result.to_dict()
+            call.analysis = {key: outcome[key] for key in ("buckets", "cache", "conflicts")}
+            findings += [_finding(run, finding) for finding in outcome["findings"]]
+            if call.seq % CHECKPOINT_EVERY == 0:
+                checkpoints.append(AnalysisCheckpoint(run=run, seq=call.seq, state=pack(state)))
+        Call.objects.bulk_update(chunk, ["analysis"], batch_size=CHUNK)
+        Finding.objects.bulk_create(findings, batch_size=500)
+        AnalysisCheckpoint.objects.bulk_create(
+            checkpoints, update_conflicts=True, unique_fields=["run", "seq"], update_fields=["state"]
+        )
+        analysed += len(chunk)
+        previous, after = chunk[-1], chunk[-1].seq
+    final = finalise_run(state)
+    Finding.objects.bulk_create([_finding(run, finding) for finding in final["findings"]])
+    run.analysed_seq = after
+    run.analysis_state = pack(state)
+    run.accounting = final["accounting"]
+    run.save(update_fields=["analysed_seq", "analysis_state", "accounting"])
+    return analysed
+
+
+def _finding(run: Run, finding: dict) -> Finding:
+    return Finding(
+        project_id=run.project_id,
+        run=run,
+        call_seq=finding.get("call_seq"),
+        type=finding["type"],
+        severity=finding["severity"],
+        item_id=(finding.get("item_id") or "")[:500],
+        cause=finding.get("cause") or "",
+        evidence=finding.get("evidence") or {},
+        fix=finding.get("fix") or "",
+    )

@@ -1,0 +1,113 @@
+"""The analyses run over stored calls: incrementally, order-proof, and safe to run twice."""
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from ingest.analyse import analyse_run
+from ingest.models import AnalysisCheckpoint, Call, Finding, Run
+from tests import factories
+from tests.factories import assistant_message, user_message
+from tests.ingest.test_calls import TRACE, send  # noqa: F401  (the fixture)
+
+SYSTEM = "You are the payments on-call assistant. " + "Follow the runbook and keep answers short. " * 200
+
+
+def call_requests(count: int) -> list[ExportTraceServiceRequest]:
+    """A growing conversation; call 5's system prompt carries a timestamp, a classic cache breaker."""
+    requests = []
+    history = [user_message("Is pay-shard-7 healthy?")]
+    for number in range(1, count + 1):
+        system = SYSTEM if number != 5 else f"Now: 2026-11-24T10:0{number}:00Z. " + SYSTEM
+        request = ExportTraceServiceRequest()
+        factories.chat_span(
+            request,
+            trace_id=TRACE,
+            number=number,
+            messages=[{"role": "system", "parts": [{"type": "text", "content": system}]}, *history],
+            attributes={
+                "gen_ai.conversation.id": "conv-a",
+                "gen_ai.usage.input_tokens": 2000 + 100 * number,
+                "gen_ai.usage.cache_read.input_tokens": 1800 if number > 1 else 0,
+                "gen_ai.usage.cache_creation.input_tokens": 100,
+                "gen_ai.usage.output_tokens": 20,
+            },
+        )
+        requests.append(request)
+        history = [*history, assistant_message(f"answer {number}"), user_message(f"question {number + 1}")]
+    return requests
+
+
+def analysis_state():
+    calls = [
+        (call.seq, call.analysis["cache"]["cause"], call.analysis["cache"]["invalidator_item_id"])
+        for call in Call.objects.order_by("seq")
+    ]
+    findings = sorted(Finding.objects.values_list("call_seq", "type", "item_id", "cause"), key=str)
+    return calls, findings
+
+
+def test_every_call_is_analysed_and_the_break_is_found_at_its_call(send, project):  # noqa: F811
+    for request in call_requests(8):
+        send(request)
+    run = Run.objects.get()
+    assert run.analysed_seq == 8
+    causes = {seq: cause for seq, cause, _ in analysis_state()[0] if cause}
+    assert causes[5] in ("system_changed", "volatile_system_prompt")
+    assert set(causes) <= {5, 6}  # the break, and the return to the old prompt right after it
+    assert Finding.objects.filter(type="cache_invalidated", call_seq=5).exists()
+    assert run.accounting["calls"] == 8
+
+
+def test_the_result_does_not_depend_on_the_arrival_order(send, project):  # noqa: F811
+    states = []
+    for order in (range(8), reversed(range(8)), [3, 0, 7, 1, 6, 2, 5, 4]):
+        Run.objects.all().delete()
+        requests = call_requests(8)
+        for index in order:
+            send(requests[index])
+        states.append(analysis_state())
+    assert states[0] == states[1] == states[2]
+
+
+def test_analysing_twice_changes_nothing(send, project):  # noqa: F811
+    for request in call_requests(6):
+        send(request)
+    run = Run.objects.get()
+    before = analysis_state()
+    assert analyse_run(run.id) == 0
+    assert analysis_state() == before
+
+
+def test_a_late_call_restarts_from_a_checkpoint(send, project, monkeypatch):  # noqa: F811
+    monkeypatch.setattr("ingest.analyse.CHECKPOINT_EVERY", 2)
+    requests = call_requests(9)
+    for index in [0, 1, 2, 3, 4, 5, 7, 8]:
+        send(requests[index])
+    run = Run.objects.get()
+    assert run.analysed_seq == 8
+    assert sorted(AnalysisCheckpoint.objects.values_list("seq", flat=True)) == [2, 4, 6, 8]
+    send(requests[6])  # call 7 arrives last: calls 7-9 are renumbered and analysed again
+    run.refresh_from_db()
+    assert run.analysed_seq == 9
+    assert sorted(AnalysisCheckpoint.objects.values_list("seq", flat=True)) == [2, 4, 6, 8]
+    late = analysis_state()
+    Run.objects.all().delete()
+    for request in call_requests(9):
+        send(request)
+    assert analysis_state() == late
+
+
+@pytest.mark.parametrize("missing", ["analysis_state", "checkpoints"])
+def test_analysis_recovers_when_its_state_is_gone(send, project, missing):  # noqa: F811
+    for request in call_requests(5):
+        send(request)
+    run = Run.objects.get()
+    expected = analysis_state()
+    if missing == "analysis_state":
+        Run.objects.filter(id=run.id).update(analysis_state=None, analysed_seq=0)
+    else:
+        AnalysisCheckpoint.objects.all().delete()
+        Run.objects.filter(id=run.id).update(analysis_state=None, analysed_seq=3)
+    Finding.objects.all().delete()
+    analyse_run(run.id)
+    assert analysis_state() == expected
