@@ -26,11 +26,19 @@ def get_project_for_user(user, slug: str, role: str | None = None) -> Project:
 _RANK = {Membership.Role.VIEWER: 0, Membership.Role.EDITOR: 1, Membership.Role.ADMIN: 2}
 
 
-def has_role(user, project: Project, role: str) -> bool:
+def role_of(user, project: Project) -> str | None:
+    """The user's role in the project (a superuser is an admin everywhere); None for a stranger."""
+    if not user.is_authenticated:
+        return None
     if user.is_superuser:
-        return True
-    membership = Membership.objects.filter(project=project, user=user).first()
-    return membership is not None and _RANK[membership.role] >= _RANK[role]
+        return Membership.Role.ADMIN
+    return Membership.objects.filter(project=project, user=user).values_list("role", flat=True).first()
+
+
+def has_role(user, project: Project, role: str) -> bool:
+    """Viewer < editor < admin: an editor may do what a viewer may, an admin everything."""
+    actual = role_of(user, project)
+    return actual is not None and _RANK[actual] >= _RANK[role]
 
 
 def get_run_for_user(user, run_id: int) -> Run:

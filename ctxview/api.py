@@ -8,7 +8,8 @@ from datetime import datetime
 from functools import wraps
 from pathlib import Path
 
-from django.db.models import Count, QuerySet
+from django.db import connection
+from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
@@ -208,6 +209,7 @@ def runs(request: HttpRequest, projects: QuerySet[Project]) -> JsonResponse:
         queryset = queryset.filter(started_at__gte=since)
     if until := _time_param(request, "until"):
         queryset = queryset.filter(started_at__lt=until)
+    queryset = _search(queryset, request)
     if cursor := request.GET.get("cursor"):
         started_at, run_id = _decode_cursor(cursor)
         queryset = queryset.filter(started_at__lte=started_at).exclude(started_at=started_at, id__gte=run_id)
@@ -219,6 +221,44 @@ def runs(request: HttpRequest, projects: QuerySet[Project]) -> JsonResponse:
         next_url = _next_url(request, cursor=_encode_cursor(last.started_at, last.id))
     attach_finding_counts(page)
     return JsonResponse({"runs": [run_to_dict(run, request) for run in page], "next": next_url})
+
+
+ITEM_FILTERS = {"item": "id", "source": "source", "version": "version", "hash": "hash"}
+
+
+def _search(queryset: QuerySet[Run], request: HttpRequest) -> QuerySet[Run]:
+    """The runs search: by an item (id, source, version, content hash), a finding type, a label, a model."""
+    if request.GET.get("model"):
+        model = request.GET["model"]
+        queryset = queryset.filter(Q(calls__response_model=model) | Q(calls__request_model=model)).distinct()
+    if request.GET.get("finding"):
+        queryset = queryset.filter(
+            id__in=Finding.objects.filter(type=request.GET["finding"]).values("run_id")
+        )
+    if request.GET.get("label"):
+        queryset = queryset.filter(labels__name=request.GET["label"].lower())
+    wanted = {field: request.GET[name] for name, field in ITEM_FILTERS.items() if request.GET.get(name)}
+    if wanted:
+        queryset = queryset.filter(
+            id__in=runs_with_item(queryset.values_list("project_id", flat=True), wanted)
+        )
+    return queryset
+
+
+def runs_with_item(project_ids, wanted: dict[str, str]) -> list[int] | QuerySet:
+    """Runs with a call whose window held an item matching every field in ``wanted``."""
+    calls = Call.objects.filter(project_id__in=project_ids)
+    if connection.vendor == "postgresql":
+        # A containment test the GIN index on Call.items answers (migration ingest 0005).
+        return calls.filter(items__contains=[wanted]).values("run_id")
+    # SQLite (embedded) has no JSON containment: scan, which is fine at a laptop's scale.
+    return list(
+        {
+            run_id
+            for run_id, items in calls.values_list("run_id", "items").iterator()
+            if any(all(item.get(field) == value for field, value in wanted.items()) for item in items)
+        }
+    )
 
 
 def _encode_cursor(started_at: datetime, run_id: int) -> str:

@@ -155,4 +155,5 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "sweep-pending-batches": {"task": "ingest.tasks.sweep_batches_task", "schedule": 60.0},
+    "apply-retention": {"task": "ingest.tasks.apply_retention_task", "schedule": 3600.0},
 }

@@ -51,39 +51,67 @@ def _start(run: Run) -> tuple[int, dict]:
     return checkpoint.seq, unpack(checkpoint.state)
 
 
-def _inputs(run: Run, calls: list[Call], previous: Call | None) -> list[CallInput]:
-    """Calls as analysis inputs, with the contents of the items that changed from one call to the next."""
-    wanted: set[str] = set()
-    before = {item["hash"] for item in previous.items} if previous else set()
-    for call in calls:
-        mine = {item["hash"] for item in call.items}
-        wanted |= mine ^ before
-        before = mine
-    contents = dict(
-        Content.objects.filter(project_id=run.project_id, hash__in=wanted).values_list("hash", "text")
+def _input(call: Call, contents: dict[str, str]) -> CallInput:
+    return CallInput.from_dict(
+        {
+            "seq": call.seq,
+            "turn": call.turn,
+            "start_ns": call.start_ns,
+            "end_ns": call.end_ns,
+            "model": call.model,
+            "provider": call.provider,
+            "usage": call.usage_dict(),
+            "usage_raw": call.usage_raw,
+            "items": call.items,
+            "excluded": call.excluded,
+            "manifest_source": call.manifest_source,
+            "budget": call.budget,
+            "tool_calls": call.tool_calls,
+            "tool_definitions": call.tool_definitions,
+            "contents": contents,
+        }
     )
-    return [
-        CallInput.from_dict(
-            {
-                "seq": call.seq,
-                "turn": call.turn,
-                "start_ns": call.start_ns,
-                "end_ns": call.end_ns,
-                "model": call.model,
-                "provider": call.provider,
-                "usage": call.usage_dict(),
-                "usage_raw": call.usage_raw,
-                "items": call.items,
-                "excluded": call.excluded,
-                "manifest_source": call.manifest_source,
-                "budget": call.budget,
-                "tool_calls": call.tool_calls,
-                "tool_definitions": call.tool_definitions,
-                "contents": contents,
-            }
-        )
-        for call in calls
-    ]
+
+
+def _hashes(call: Call) -> set[str]:
+    return {item["hash"] for item in call.items}
+
+
+def _references(state: dict) -> list[set[str]]:
+    """The item hashes of the calls a cache break may be measured against (the state's recent calls)."""
+    return [{entry[1] for entry in recent["items"]} for recent in state.get("recent", [])]
+
+
+class ContentCache:
+    """Content texts by hash for a run's analysis, fetched a chunk at a time."""
+
+    def __init__(self, project_id: int) -> None:
+        self.project_id = project_id
+        self.texts: dict[str, str] = {}
+        self.looked_up: set[str] = set()
+
+    def fetch(self, hashes: set[str]) -> None:
+        missing = hashes - self.looked_up
+        if missing:
+            rows = Content.objects.filter(project_id=self.project_id, hash__in=missing).values_list(
+                "hash", "text"
+            )
+            self.texts.update(rows)
+            self.looked_up |= missing
+
+    def contents_for(self, call: Call, state: dict) -> dict[str, str]:
+        """Exactly the texts of the items that differ between the call and its possible references.
+
+        Exactly: giving the analysis more (or less) content than this could change its result, and the
+        result must not depend on how the run was split into chunks."""
+        mine = _hashes(call)
+        wanted: set[str] = set()
+        for reference in _references(state):
+            wanted |= mine ^ reference
+        self.fetch(wanted)
+        return {
+            content_hash: self.texts[content_hash] for content_hash in wanted if content_hash in self.texts
+        }
 
 
 def analyse_run(run_id: int) -> int:
@@ -108,14 +136,25 @@ def _analyse_from(run: Run, after: int, state: dict) -> int:
     analysed = 0
     previous = run.calls.filter(seq=after).first() if after else None
     calls = run.calls.filter(seq__gt=after, seq__isnull=False).order_by("seq")
+    cache = ContentCache(run.project_id)
     while True:
         chunk = list(calls.filter(seq__gt=after)[:CHUNK])
         if not chunk:
             break
+        # Prefetch what the chunk will most likely need (what changes from call to call), in one query.
+        likely: set[str] = set()
+        before = [_hashes(previous)] if previous else []
+        before += _references(state)
+        for call in chunk:
+            mine = _hashes(call)
+            for reference in before:
+                likely |= mine ^ reference
+            before = [mine]
+        cache.fetch(likely)
         findings = []
         checkpoints = []
-        for call, call_input in zip(chunk, _inputs(run, chunk, previous), strict=True):
-            result, state = analyse_call(state, call_input)
+        for call in chunk:
+            result, state = analyse_call(state, _input(call, cache.contents_for(call, state)))
             outcome = result.to_dict()
             call.analysis = {key: outcome[key] for key in ("buckets", "cache", "conflicts")}
             findings += [_finding(run, finding) for finding in outcome["findings"]]

@@ -22,6 +22,7 @@ from ingest.turns import TurnState, advance
 
 logger = logging.getLogger(__name__)
 
+# Log events that carry a call's content (the legacy span events are read from the span itself).
 CONTENT_EVENTS = frozenset(
     {
         normalise.semconv.EVENT_OPERATION_DETAILS,
@@ -51,8 +52,12 @@ def _datetime(ns: int) -> datetime:
 # --- Interpreting a batch of spans ---------------------------------------------------------------
 
 
-def interpret_spans(project_id: int, rows: list[tuple[dict, dict]]) -> tuple[list[CallRecord], list[dict]]:
-    """Call records and operations of a batch; model-call span rows lose the content now kept as items."""
+def interpret_spans(
+    project_id: int, rows: list[tuple[dict, dict]], keep_content: bool = True
+) -> tuple[list[CallRecord], list[dict]]:
+    """Call records and operations of a batch; model-call span rows lose the content now kept as items.
+
+    Without ``keep_content`` (a hash-only project) every span row loses all its content."""
     kinds = [normalise.classify(row["name"], row["attributes"]) for _, row in rows]
     call_keys = [
         (row["trace_id"], row["span_id"])
@@ -71,7 +76,22 @@ def interpret_spans(project_id: int, rows: list[tuple[dict, dict]]) -> tuple[lis
             records.append(record)
         elif kind in (normalise.TOOL, normalise.AGENT):
             operations.append(normalise.operation_record(row, kind))
+    if not keep_content:
+        for index, (resource, row) in enumerate(rows):
+            rows[index] = (resource, normalise.without_any_content(row))
+        _forget_event_content(project_id, call_keys)
     return records, operations
+
+
+def _forget_event_content(project_id: int, keys: list[tuple[str, str]]) -> None:
+    """Hash-only: content log records that a call has used keep their ids and times, not their content."""
+    if keys:
+        LogRecord.objects.filter(
+            project_id=project_id,
+            trace_id__in={trace for trace, _ in keys},
+            span_id__in={span for _, span in keys},
+            event_name__in=CONTENT_EVENTS,
+        ).update(body=None, attributes={"ctxview.content_dropped": True})
 
 
 def _content_events(project_id: int, keys: list[tuple[str, str]]) -> dict[tuple[str, str], list[Event]]:
@@ -107,7 +127,9 @@ RUN_FIELDS = [
 ]
 
 
-def save(project_id: int, records: list[CallRecord], operations: list[dict]) -> set[int]:
+def save(
+    project_id: int, records: list[CallRecord], operations: list[dict], keep_content: bool = True
+) -> set[int]:
     """Write new calls (a call already stored is left alone) and operations, then number the runs.
 
     Returns the ids of the runs whose calls changed (to be analysed)."""
@@ -115,7 +137,8 @@ def save(project_id: int, records: list[CallRecord], operations: list[dict]) -> 
     new, replaced = _without_duplicates(project_id, new)
     runs = _locked_runs(project_id, new, operations, {call.run_id for call in replaced})
     renumber = _remove_replaced(runs, replaced)
-    _save_contents(project_id, [item for record in new for item in record.items])
+    if keep_content:
+        _save_contents(project_id, [item for record in new for item in record.items])
     Operation.objects.bulk_create(
         [Operation(project_id=project_id, **operation) for operation in operations],
         ignore_conflicts=True,
@@ -529,7 +552,7 @@ def number_calls(run: Run, renumber: bool = False) -> None:
 # --- Content that arrives as log records ---------------------------------------------------------
 
 
-def join_log_events(project_id: int, rows: list[dict]) -> set[int]:
+def join_log_events(project_id: int, rows: list[dict], keep_content: bool = True) -> set[int]:
     """Give calls stored without content the content their log events carry, whenever those arrive.
 
     Returns the ids of the runs whose calls changed."""
@@ -571,7 +594,10 @@ def join_log_events(project_id: int, rows: list[dict]) -> set[int]:
             setattr(call, name, value)
         # A user message now visible may start a new turn: renumber the run from this call on.
         call.seq = call.turn = None
-    _save_contents(project_id, items)
+    if keep_content:
+        _save_contents(project_id, items)
+    else:
+        _forget_event_content(project_id, call_keys)
     Call.objects.bulk_update(calls, [*CALL_CONTENT_FIELDS, "seq", "turn"], batch_size=200)
     for run in runs:
         number_calls(run, renumber=True)

@@ -8,6 +8,11 @@ from django.db import models
 from django.utils import timezone
 
 from ingest.items import expand
+from ingest.redact import DEFAULT_PATTERNS, Redactor
+
+
+def default_redaction_patterns() -> list[list[str]]:
+    return [list(pattern) for pattern in DEFAULT_PATTERNS]
 
 
 class Project(models.Model):
@@ -15,9 +20,19 @@ class Project(models.Model):
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(default=timezone.now)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
+    # Data policy. Runs (and their spans) older than retention_days are deleted; raw batches sooner.
+    retention_days = models.PositiveIntegerField(default=30)
+    raw_retention_days = models.PositiveIntegerField(default=3)
+    # Hash-only: content is used for hashes and token counts while a batch is processed, then not kept.
+    hash_only = models.BooleanField(default=False)
+    # [name, regular expression] pairs masked in every string before a batch is stored.
+    redaction_patterns = models.JSONField(default=default_redaction_patterns)
 
     def __str__(self) -> str:
         return self.slug
+
+    def redactor(self) -> Redactor:
+        return Redactor.from_patterns(tuple(pattern) for pattern in self.redaction_patterns)
 
 
 class Membership(models.Model):
@@ -83,6 +98,7 @@ class RawBatch(models.Model):
     rejected_count = models.PositiveIntegerField(default=0)
     attempts = models.PositiveIntegerField(default=0)
     error = models.CharField(max_length=500, blank=True)
+    redacted = models.PositiveIntegerField(default=0)  # strings masked before storing
 
     class Meta:
         indexes = [models.Index(fields=["status", "received_at"], name="rawbatch_status_received")]

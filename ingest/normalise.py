@@ -674,6 +674,50 @@ def without_content(attributes: dict, moved_keys: Iterable[str]) -> dict:
     return kept
 
 
+# Everything else that carries prompt or tool content, for hash-only projects.
+OTHER_CONTENT_KEYS = (
+    "input.value",
+    "output.value",
+    "traceloop.entity.input",
+    "traceloop.entity.output",
+    "pydantic_ai.all_messages",
+    semconv.LEGACY_PROMPT,
+    semconv.LEGACY_COMPLETION,
+    *semconv.TOOL_CALL_ARGUMENTS,
+    *semconv.TOOL_CALL_RESULT,
+)
+OTHER_CONTENT_PREFIXES = ("llm.prompts.", "llm.choices.")
+CONTENT_EVENTS = frozenset(
+    {
+        semconv.EVENT_CONTENT_PROMPT,
+        semconv.EVENT_CONTENT_COMPLETION,
+        semconv.EVENT_OPERATION_DETAILS,
+        semconv.EVENT_CHOICE,
+        *semconv.EVENT_MESSAGE_ROLES,
+    }
+)
+
+
+def without_any_content(row: dict) -> dict:
+    """A span row with every known content attribute and content event emptied (hash-only projects)."""
+    keys = set(CONTENT_KEYS) | set(OTHER_CONTENT_KEYS)
+    prefixes = CONTENT_PREFIXES + OTHER_CONTENT_PREFIXES
+    attributes = {
+        key: value
+        for key, value in row["attributes"].items()
+        if key not in keys and not key.startswith(prefixes)
+    }
+    if len(attributes) != len(row["attributes"]):
+        attributes["ctxview.content_dropped"] = True
+    events = [
+        {**event, "attributes": {"ctxview.content_dropped": True}}
+        if event["name"] in CONTENT_EVENTS
+        else event
+        for event in row.get("events", [])
+    ]
+    return {**row, "attributes": attributes, "events": events}
+
+
 def operation_record(span: dict, kind: str) -> dict:
     """A tool execution or agent invocation: what ran, with the sizes of what went in and out."""
     attributes = span["attributes"]

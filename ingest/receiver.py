@@ -16,6 +16,7 @@ from django.views.decorators.csrf import csrf_exempt
 from ingest import otlp
 from ingest.keys import key_from_request, project_for_key
 from ingest.models import RawBatch
+from ingest.redact import mask_request
 from ingest.tasks import enqueue_batch
 
 logger = logging.getLogger(__name__)
@@ -62,10 +63,10 @@ def _receive(request: HttpRequest, signal: str) -> HttpResponse:
         return _status(exc.status, exc.message, reply_fmt)
 
     if decoded.accepted:
-        # A protobuf body with nothing removed is stored as sent; otherwise re-encode what we keep.
-        stored = (
-            data if fmt == otlp.PROTOBUF and not decoded.rejected else decoded.message.SerializeToString()
-        )
+        redacted = _mask_secrets(project, decoded, data, fmt)
+        # A protobuf body with nothing removed or masked is stored as sent; otherwise re-encode it.
+        unchanged = fmt == otlp.PROTOBUF and not decoded.rejected and not redacted
+        stored = data if unchanged else decoded.message.SerializeToString()
         try:
             if _backlog_is_full():
                 return _unavailable("ctxview is behind on processing; retry later", reply_fmt)
@@ -78,12 +79,24 @@ def _receive(request: HttpRequest, signal: str) -> HttpResponse:
                     wire_bytes=len(body),
                     item_count=decoded.accepted,
                     rejected_count=decoded.rejected,
+                    redacted=redacted,
                 )
                 transaction.on_commit(partial(enqueue_batch, batch.id), robust=True)
         except DatabaseError as exc:
             logger.warning("could not store a %s batch for %s: %s", signal, project.slug, exc)
             return _unavailable("ctxview cannot store data right now; retry later", reply_fmt)
     return HttpResponse(otlp.export_response(signal, decoded, fmt), content_type=_MEDIA_TYPE[fmt])
+
+
+def _mask_secrets(project, decoded: otlp.Decoded, data: bytes, fmt: str) -> int:
+    """Mask the project's redaction patterns in every string, before anything is stored."""
+    redactor = project.redactor()
+    if redactor.combined is None:
+        return 0
+    # Protobuf embeds strings as UTF-8: when the raw bytes hold no match, no string does.
+    if fmt == otlp.PROTOBUF and not redactor.might_match(data):
+        return 0
+    return mask_request(decoded.message, redactor)
 
 
 def _read_body(request: HttpRequest) -> bytes:

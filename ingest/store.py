@@ -32,7 +32,8 @@ def process_batch(batch_id: int) -> str:
             connection.cursor().execute("SET LOCAL synchronous_commit TO OFF")
         # skip_locked: a second delivery of the same task, running at the same time, does nothing.
         batch = (
-            RawBatch.objects.select_for_update(skip_locked=True)
+            RawBatch.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("project")
             .filter(id=batch_id, status=RawBatch.Status.PENDING)
             .first()
         )
@@ -49,10 +50,12 @@ def process_batch(batch_id: int) -> str:
             logger.warning("batch %s failed: %s", batch.id, batch.error)
         else:
             batch.status = RawBatch.Status.DONE
+            if batch.project.hash_only:
+                batch.body = b""  # hash-only: the content is gone once the batch is processed
             for run_id in sorted(runs):
                 transaction.on_commit(partial(enqueue_analysis, run_id), robust=True)
         batch.processed_at = timezone.now()
-        batch.save(update_fields=["status", "error", "attempts", "processed_at"])
+        batch.save(update_fields=["status", "error", "attempts", "processed_at", "body"])
         return batch.status
 
 
@@ -70,12 +73,13 @@ def _store(batch: RawBatch) -> set[int]:
     try:
         if batch.signal == RawBatch.Signal.TRACES:
             # Interpreting first moves model calls' content out of the span rows and into items.
-            records, operations = calls.interpret_spans(batch.project_id, rows)
+            keep = not batch.project.hash_only
+            records, operations = calls.interpret_spans(batch.project_id, rows, keep_content=keep)
             objects = [
                 Span(resource_id=resource_ids[id(resource)], **common, **row) for resource, row in rows
             ]
             Span.objects.bulk_create(objects, ignore_conflicts=True, batch_size=BULK_SIZE)
-            return calls.save(batch.project_id, records, operations)
+            return calls.save(batch.project_id, records, operations, keep_content=keep)
         else:
             objects = [
                 LogRecord(
@@ -87,7 +91,9 @@ def _store(batch: RawBatch) -> set[int]:
                 for resource, row in rows
             ]
             LogRecord.objects.bulk_create(objects, ignore_conflicts=True, batch_size=BULK_SIZE)
-            return calls.join_log_events(batch.project_id, [row for _, row in rows])
+            return calls.join_log_events(
+                batch.project_id, [row for _, row in rows], keep_content=not batch.project.hash_only
+            )
     except DataError as exc:
         raise BadBatch(f"the database refused a value: {str(exc).splitlines()[0]}") from exc
 

@@ -52,6 +52,19 @@ def enqueue_analysis(run_id: int) -> None:
 
 
 @shared_task
+def apply_retention_task() -> dict[str, int]:
+    """Apply every project's retention (Celery beat, hourly). Deleting twice deletes nothing more."""
+    from ingest.models import Project
+    from ingest.retention import apply_retention
+
+    totals: dict[str, int] = {}
+    for project in Project.objects.all():
+        for kind, count in apply_retention(project).items():
+            totals[kind] = totals.get(kind, 0) + count
+    return totals
+
+
+@shared_task
 def sweep_batches_task() -> int:
     return sweep_batches(settings.CTXVIEW_SWEEP_AFTER_SECONDS)
 

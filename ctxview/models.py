@@ -1,0 +1,92 @@
+"""What people add while reviewing: notes, labels and bookmarks. (The trace data lives in ingest.)"""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from ingest.models import Call, Project, Run
+
+
+class Note(models.Model):
+    """A note on a run, on one of its calls, or on one of its items; edits keep the earlier text."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="review_notes")
+    call = models.ForeignKey(
+        Call, null=True, blank=True, on_delete=models.CASCADE, related_name="review_notes"
+    )
+    item_id = models.CharField(max_length=500, blank=True)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    body = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "created_at"], name="note_run_created")]
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "call_id": self.call_id,
+            "call_seq": self.call.seq if self.call_id else None,
+            "item_id": self.item_id or None,
+            "author": self.author.username if self.author_id else None,
+            "body": self.body,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+            "revisions": [revision.to_dict() for revision in self.revisions.order_by("edited_at")],
+        }
+
+
+class NoteRevision(models.Model):
+    """A note's text before an edit."""
+
+    note = models.ForeignKey(Note, on_delete=models.CASCADE, related_name="revisions")
+    body = models.TextField()
+    editor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    edited_at = models.DateTimeField(default=timezone.now)
+
+    def to_dict(self) -> dict:
+        return {
+            "body": self.body,
+            "editor": self.editor.username if self.editor_id else None,
+            "edited_at": self.edited_at.isoformat(),
+        }
+
+
+class Label(models.Model):
+    """A label on a run ("incident", or anything), with an optional link (a ticket, a postmortem)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="labels")
+    name = models.CharField(max_length=64)
+    link = models.URLField(max_length=500, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "name"], name="label_unique")]
+        indexes = [models.Index(fields=["project", "name"], name="label_project_name")]
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "link": self.link or None, "created_at": self.created_at.isoformat()}
+
+
+class Bookmark(models.Model):
+    """A call someone marked as worth coming back to."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    call = models.ForeignKey(Call, on_delete=models.CASCADE, related_name="bookmarks")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["call"], name="bookmark_unique")]

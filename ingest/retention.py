@@ -1,0 +1,91 @@
+"""Deleting data: a run by hand, and everything older than a project's retention, periodically.
+
+A run takes with it its calls, findings, checkpoints, notes and labels (foreign keys), the spans and log
+records of its traces (unless another run still has calls in the same trace), and the content no
+remaining call refers to. Raw batches have their own, shorter retention; a pending batch is never
+deleted (it holds data not yet processed).
+"""
+
+import logging
+from datetime import timedelta
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from ingest.models import Call, Content, LogRecord, Project, RawBatch, Run, Span
+
+logger = logging.getLogger(__name__)
+
+CHUNK = 200
+
+
+def referenced_hashes(project_id: int, hashes: set[str]) -> set[str]:
+    """Which of these content hashes an item of a call of the project still refers to."""
+    if not hashes:
+        return set()
+    if connection.vendor == "postgresql":
+        # One containment test per hash, each answered by the GIN index on Call.items.
+        return {
+            content_hash
+            for content_hash in hashes
+            if Call.objects.filter(project_id=project_id, items__contains=[{"hash": content_hash}]).exists()
+        }
+    found: set[str] = set()
+    for items in Call.objects.filter(project_id=project_id).values_list("items", flat=True).iterator():
+        found.update(item["hash"] for item in items if item["hash"] in hashes)
+    return found
+
+
+def delete_runs(project_id: int, run_ids: list[int]) -> dict[str, int]:
+    """Delete runs and every row that hangs off them; returns counts by kind."""
+    counts = {"runs": 0, "calls": 0, "spans": 0, "log_records": 0, "contents": 0}
+    with transaction.atomic():
+        calls = Call.objects.filter(project_id=project_id, run_id__in=run_ids)
+        hashes: set[str] = set()
+        traces: set[str] = set()
+        for trace_id, items in calls.values_list("trace_id", "items").iterator():
+            traces.add(trace_id)
+            hashes.update(item["hash"] for item in items)
+        counts["calls"] = calls.count()
+        Run.objects.filter(project_id=project_id, id__in=run_ids).delete()
+        counts["runs"] = len(run_ids)
+        shared = set(
+            Call.objects.filter(project_id=project_id, trace_id__in=traces).values_list("trace_id", flat=True)
+        )
+        gone = list(traces - shared)
+        counts["spans"], _ = Span.objects.filter(project_id=project_id, trace_id__in=gone).delete()
+        counts["log_records"], _ = LogRecord.objects.filter(project_id=project_id, trace_id__in=gone).delete()
+        unreferenced = hashes - referenced_hashes(project_id, hashes)
+        counts["contents"], _ = Content.objects.filter(project_id=project_id, hash__in=unreferenced).delete()
+    return counts
+
+
+def apply_retention(project: Project, now=None) -> dict[str, int]:
+    """Delete the project's runs, spans and log records older than its retention, and old raw batches."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=project.retention_days)
+    totals = {"runs": 0, "calls": 0, "spans": 0, "log_records": 0, "contents": 0, "raw_batches": 0}
+    old_runs = (
+        Run.objects.filter(project=project).filter(last_call_at__lt=cutoff).values_list("id", flat=True)
+    )
+    while batch := list(old_runs[:CHUNK]):
+        for kind, count in delete_runs(project.id, batch).items():
+            totals[kind] += count
+    # Spans and log records that never became part of a run (other operations, stray traces).
+    cutoff_ns = int(cutoff.timestamp() * 1e9)
+    count, _ = Span.objects.filter(
+        project=project, received_at__lt=cutoff, start_time_unix_nano__lt=cutoff_ns
+    ).delete()
+    totals["spans"] += count
+    count, _ = LogRecord.objects.filter(project=project, received_at__lt=cutoff).delete()
+    totals["log_records"] += count
+    raw_cutoff = now - timedelta(days=project.raw_retention_days)
+    count, _ = (
+        RawBatch.objects.filter(project=project, received_at__lt=raw_cutoff)
+        .exclude(status=RawBatch.Status.PENDING)
+        .delete()
+    )
+    totals["raw_batches"] = count
+    if any(totals.values()):
+        logger.info("retention for %s: %s", project.slug, totals)
+    return totals

@@ -1,0 +1,298 @@
+"""Notes, labels, bookmarks, export/import, CSV, deletion, data policy and search, with the role matrix."""
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from ctxview.models import Bookmark, Label, Note
+from ingest.models import Call, Content, Finding, Membership, Run
+from tests import factories
+from tests.factories import user_message
+from tests.ingest.test_calls import TRACE, send  # noqa: F401  (the fixture)
+
+
+@pytest.fixture
+def run(send, project):  # noqa: F811
+    for number in (1, 2, 3):
+        request = ExportTraceServiceRequest()
+        factories.chat_span(
+            request,
+            trace_id=TRACE,
+            number=number,
+            messages=[user_message(f"question {n}") for n in range(1, number + 1)],
+            attributes={"gen_ai.conversation.id": "review", "gen_ai.usage.input_tokens": 100 * number},
+        )
+        send(request)
+    return Run.objects.get(project=project)
+
+
+@pytest.fixture
+def people(project, alice, bob):
+    """alice: admin (the project's owner); bob: editor; carol: viewer; dave: no role here."""
+    Membership.objects.create(project=project, user=bob, role="editor")
+    carol, dave = factories.user("carol"), factories.user("dave")
+    Membership.objects.create(project=project, user=carol, role="viewer")
+    return {"admin": alice, "editor": bob, "viewer": carol, "stranger": dave}
+
+
+def as_user(client, user):
+    client.force_login(user)
+    return client
+
+
+WRITES = [
+    # (name, method, path, body, minimum role)
+    ("note", "post", "/api/v1/runs/{run}/notes", {"body": "looks like the sliding window"}, "editor"),
+    (
+        "label",
+        "post",
+        "/api/v1/runs/{run}/labels",
+        {"name": "incident", "link": "https://t.example/1"},
+        "editor",
+    ),
+    ("bookmark", "put", "/api/v1/calls/{call}/bookmark", None, "editor"),
+    ("policy", "patch", "/api/v1/projects/alpha/policy", {"retention_days": 7}, "admin"),
+    ("delete", "delete", "/api/v1/runs/{run}", None, "admin"),
+]
+RANK = {"viewer": 0, "editor": 1, "admin": 2}
+
+
+@pytest.mark.parametrize("role", ["admin", "editor", "viewer", "stranger"])
+@pytest.mark.parametrize("name, method, path, body, needed", WRITES, ids=[w[0] for w in WRITES])
+def test_the_role_matrix(client, run, people, role, name, method, path, body, needed):
+    url = path.format(run=run.id, call=run.calls.first().id)
+    response = getattr(as_user(client, people[role]), method)(
+        url, json.dumps(body) if body is not None else "", content_type="application/json"
+    )
+    if role == "stranger":
+        assert response.status_code == 404, response.content
+    elif RANK[role] >= RANK[needed]:
+        assert response.status_code in (200, 201, 204), response.content
+    else:
+        assert response.status_code == 403
+        assert f"needs the {needed} role" in response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/runs/{run}/notes",
+        "/api/v1/runs/{run}/export",
+        "/api/v1/runs/{run}/calls.csv",
+        "/api/v1/runs/{run}/labels",
+    ],
+)
+def test_every_member_reads_and_a_stranger_gets_404(client, run, people, path):
+    for role, status in (("viewer", 200), ("editor", 200), ("admin", 200), ("stranger", 404)):
+        assert as_user(client, people[role]).get(path.format(run=run.id)).status_code == status, role
+
+
+def test_an_ingest_key_reads_but_cannot_write(client, run, key):
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
+    assert client.get(f"/api/v1/runs/{run.id}/notes", **auth).status_code == 200
+    response = client.post(
+        f"/api/v1/runs/{run.id}/notes", '{"body": "x"}', content_type="application/json", **auth
+    )
+    assert response.status_code == 403
+    assert "an ingest key can only read" in response.json()["error"]
+
+
+def test_session_writes_need_the_csrf_token(run, people):
+    from django.test import Client
+
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(people["admin"])
+    response = strict.post(f"/api/v1/runs/{run.id}/notes", '{"body": "x"}', content_type="application/json")
+    assert response.status_code == 403
+    assert "CSRF" in response.json()["error"]
+
+
+def test_notes_keep_their_edit_history(client, run, people):
+    editor = as_user(client, people["editor"])
+    created = editor.post(
+        f"/api/v1/runs/{run.id}/notes",
+        json.dumps({"body": "first", "call_seq": 2}),
+        content_type="application/json",
+    ).json()
+    assert created["call_seq"] == 2 and created["author"] == "bob"
+    edited = editor.patch(
+        f"/api/v1/notes/{created['id']}", '{"body": "second"}', content_type="application/json"
+    ).json()
+    assert edited["body"] == "second"
+    assert [revision["body"] for revision in edited["revisions"]] == ["first"]
+    # Another editor may not change bob's note; an admin may.
+    other = factories.user("erin")
+    Membership.objects.create(project=run.project, user=other, role="editor")
+    assert as_user(client, other).delete(f"/api/v1/notes/{created['id']}").status_code == 403
+    assert as_user(client, people["admin"]).delete(f"/api/v1/notes/{created['id']}").status_code == 204
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ({"body": ""}, "body must be a non-empty string"),
+        ({"body": "x", "call_seq": 99}, "call_seq names no call"),
+        ("[1]", "must be a JSON object"),
+        ("{", "not valid JSON"),
+    ],
+)
+def test_bad_note_bodies_are_400_with_a_message(client, run, people, body, message):
+    data = body if isinstance(body, str) else json.dumps(body)
+    response = as_user(client, people["editor"]).post(
+        f"/api/v1/runs/{run.id}/notes", data, content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert message in response.json()["error"]
+
+
+def test_policy_rejects_bad_values(client, run, people):
+    admin = as_user(client, people["admin"])
+    for body, message in (
+        ({"retention_days": 0}, "from 1 to 3650"),
+        ({"hash_only": "yes"}, "true or false"),
+        ({"redaction_patterns": [["bad", "([x"]]}, "pattern bad"),
+    ):
+        response = admin.patch(
+            "/api/v1/projects/alpha/policy", json.dumps(body), content_type="application/json"
+        )
+        assert response.status_code == 400 and message in response.json()["error"], body
+
+
+def test_export_and_import_round_trip_gives_the_same_calls_and_findings(
+    live_server, client, project, key, people
+):
+    call_command("demo", url=live_server.url, key=key, stdout=StringIO())
+    source = Run.objects.get(project=project, key="demo-migration-200-files")
+    as_user(client, people["editor"]).post(
+        f"/api/v1/runs/{source.id}/labels", '{"name": "Incident"}', content_type="application/json"
+    )
+    client.post(
+        f"/api/v1/runs/{source.id}/notes",
+        '{"body": "the date breaks the cache", "call_seq": 30}',
+        content_type="application/json",
+    )
+    client.put(f"/api/v1/calls/{source.calls.get(seq=45).id}/bookmark")
+    document = client.get(f"/api/v1/runs/{source.id}/export").json()
+    assert (document["format"], document["version"], len(document["calls"])) == ("ctxview.run-export", 1, 80)
+
+    target_project, target_key = factories.project_with_key("gamma", owner=people["admin"])
+    response = client.post(
+        "/api/v1/projects/gamma/import",
+        json.dumps(document),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {target_key}",
+    )
+    assert response.status_code == 201, response.content
+    target = Run.objects.get(id=response.json()["run"])
+
+    def calls_of(run):
+        body = client.get(
+            f"/api/v1/runs/{run.id}/calls?limit=500",
+            HTTP_AUTHORIZATION=f"Bearer {key if run.project == project else target_key}",
+        ).json()
+        return [{k: v for k, v in call.items() if k not in ("id", "url", "run")} for call in body["calls"]]
+
+    imported, original = calls_of(target), calls_of(source)
+    for mine, theirs in zip(imported, original, strict=True):
+        assert {k: v for k, v in mine.items() if v != theirs[k]} == {}, mine["seq"]
+
+    def findings(run):
+        return sorted(
+            Finding.objects.filter(run=run).values_list("call_seq", "type", "item_id", "cause"),
+            key=str,
+        )
+
+    assert findings(target) == findings(source)
+    assert target.accounting == source.accounting
+    assert set(Content.objects.filter(project=target_project).values_list("hash", flat=True)) == set(
+        Content.objects.filter(
+            project=project, hash__in={i["hash"] for c in source.calls.all() for i in c.items}
+        ).values_list("hash", flat=True)
+    )
+    assert list(Label.objects.filter(run=target).values_list("name", flat=True)) == ["incident"]
+    assert Note.objects.get(run=target).call.seq == 30
+    assert Bookmark.objects.get(call__run=target).call.seq == 45
+    # Importing the same run again would duplicate its calls: refused, nothing written.
+    again = client.post(
+        "/api/v1/projects/gamma/import",
+        json.dumps(document),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {target_key}",
+    )
+    assert again.status_code == 409
+    assert "already in project gamma" in again.json()["error"]
+    assert Run.objects.filter(project=target_project).count() == 1
+
+
+@pytest.mark.parametrize(
+    "document, message",
+    [
+        ({"format": "other"}, "format must be"),
+        ({"format": "ctxview.run-export", "version": 9}, "version 9"),
+        (
+            {
+                "format": "ctxview.run-export",
+                "version": 1,
+                "run": {"key": "k"},
+                "calls": [{"seq": 2, "start_ns": 1, "trace_id": "t", "span_id": "s", "end_ns": 1}],
+            },
+            "numbered 1..n",
+        ),
+    ],
+)
+def test_import_rejects_bad_documents_and_stores_nothing(client, project, key, document, message):
+    response = client.post(
+        f"/api/v1/projects/{project.slug}/import",
+        json.dumps(document),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {key}",
+    )
+    assert response.status_code == 400
+    assert message in response.json()["error"]
+    assert not Run.objects.exists()
+
+
+def test_calls_csv(client, run, people):
+    text = as_user(client, people["viewer"]).get(f"/api/v1/runs/{run.id}/calls.csv").content.decode()
+    lines = text.strip().splitlines()
+    assert lines[0].startswith("seq,turn,started_at,model,provider,uncached")
+    assert len(lines) == 4 and lines[1].startswith("1,1,")
+
+
+def test_an_admin_deletes_a_run_and_everything_under_it(client, run, people):
+    hashes = {item["hash"] for call in run.calls.all() for item in call.items}
+    response = as_user(client, people["admin"]).delete(f"/api/v1/runs/{run.id}")
+    assert response.json()["deleted"]["calls"] == 3
+    assert not Run.objects.exists() and not Call.objects.exists()
+    assert not Content.objects.filter(hash__in=hashes).exists()
+
+
+def test_search_by_item_source_version_hash_finding_label_and_model(
+    live_server, client, project, key, people
+):
+    call_command("demo", url=live_server.url, key=key, stdout=StringIO())
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
+
+    def keys(query):
+        return sorted(run["key"] for run in client.get(f"/api/v1/runs?{query}", **auth).json()["runs"])
+
+    assert keys("source=src/api/billing.ts&version=v1") == ["demo-migration-200-files"]
+    assert keys("item=fact:affected-shard") == ["demo-incident-turn-40"]
+    fact = next(
+        item
+        for call in Run.objects.get(key="demo-incident-turn-40").calls.all()
+        for item in call.items
+        if item["id"] == "fact:affected-shard"
+    )
+    assert keys(f"hash={fact['hash']}") == ["demo-incident-turn-40"]
+    assert keys("finding=lost_in_middle") == ["demo-order-service-timeout"]
+    assert keys("source=no/such/file") == []
+    run = Run.objects.get(key="demo-incident-turn-40")
+    as_user(client, people["editor"]).post(
+        f"/api/v1/runs/{run.id}/labels", '{"name": "incident"}', content_type="application/json"
+    )
+    assert keys("label=incident") == ["demo-incident-turn-40"]
+    assert len(keys("model=claude-sonnet-4-5")) == 3

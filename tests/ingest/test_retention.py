@@ -1,0 +1,78 @@
+"""Retention: old runs go with every row under them; content still in use and pending batches stay."""
+
+from datetime import timedelta
+
+from django.utils import timezone
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from ctxview.models import Label, Note
+from ingest.models import AnalysisCheckpoint, Call, Content, Finding, LogRecord, RawBatch, Run, Span
+from ingest.retention import apply_retention
+from ingest.tasks import apply_retention_task
+from tests import factories
+from tests.factories import user_message
+from tests.ingest.test_calls import send  # noqa: F401  (the fixture)
+
+SHARED = user_message("a question both runs asked")
+
+
+def send_run(send, key: str, trace: bytes, own: str):  # noqa: F811
+    for number in (1, 2):
+        request = ExportTraceServiceRequest()
+        factories.chat_span(
+            request,
+            trace_id=trace,
+            number=number,
+            messages=[SHARED, user_message(f"{own} {number}")],
+            attributes={"gen_ai.conversation.id": key, "gen_ai.usage.input_tokens": 10},
+        )
+        send(request)
+    return Run.objects.get(key=key)
+
+
+def test_old_runs_go_with_their_calls_spans_findings_notes_and_unshared_content(send, project, alice):  # noqa: F811
+    old = send_run(send, "old", b"\x01" * 16, "old only")
+    new = send_run(send, "new", b"\x02" * 16, "new only")
+    Note.objects.create(project=project, run=old, author=alice, body="n")
+    Label.objects.create(project=project, run=old, name="incident")
+    Run.objects.filter(id=old.id).update(last_call_at=timezone.now() - timedelta(days=31))
+    Run.objects.filter(id=new.id).update(last_call_at=timezone.now() - timedelta(days=29))
+    Span.objects.update(received_at=timezone.now())  # spans age by when they arrived (and started)
+    RawBatch.objects.update(received_at=timezone.now() - timedelta(days=5))
+    pending = RawBatch.objects.create(
+        project=project,
+        signal="traces",
+        body=b"x",
+        content_type="protobuf",
+        wire_bytes=1,
+        item_count=1,
+        received_at=timezone.now() - timedelta(days=9),
+    )
+    old_hashes = {item["hash"] for call in old.calls.all() for item in call.items}
+    new_hashes = {item["hash"] for call in new.calls.all() for item in call.items}
+
+    totals = apply_retention(project)
+
+    assert list(Run.objects.values_list("key", flat=True)) == ["new"]
+    assert totals["runs"] == 1 and totals["calls"] == 2
+    assert not Call.objects.filter(run_id=old.id).exists()
+    assert not Span.objects.filter(trace_id=("01" * 16)).exists()
+    assert Span.objects.filter(trace_id=("02" * 16)).exists()
+    assert not Note.objects.exists() and not Label.objects.exists()
+    assert not Finding.objects.filter(run_id=old.id).exists()
+    assert not AnalysisCheckpoint.objects.filter(run_id=old.id).exists()
+    stored = set(Content.objects.values_list("hash", flat=True))
+    assert new_hashes <= stored  # the shared question is still used by the new run
+    assert not (old_hashes - new_hashes) & stored
+    # Raw batches older than 3 days are gone, except the one still pending.
+    assert list(RawBatch.objects.values_list("id", flat=True)) == [pending.id]
+    assert LogRecord.objects.count() == 0
+
+
+def test_the_retention_task_twice_deletes_nothing_more(send, project):  # noqa: F811
+    old = send_run(send, "old", b"\x01" * 16, "x")
+    Run.objects.filter(id=old.id).update(last_call_at=timezone.now() - timedelta(days=60))
+    first = apply_retention_task()
+    second = apply_retention_task()
+    assert first["runs"] == 1
+    assert set(second.values()) == {0}
