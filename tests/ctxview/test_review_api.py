@@ -2,12 +2,17 @@
 
 import json
 from io import StringIO
+from pathlib import Path
 
+import jsonschema
 import pytest
 from django.core.management import call_command
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from ctxview.demo import timeout
 from ctxview.models import Bookmark, Label, Note
+from ctxview_sdk import configure, flush, shutdown
 from ingest.models import Call, Content, Finding, Membership, Run
 from tests import factories
 from tests.factories import user_message
@@ -296,3 +301,22 @@ def test_search_by_item_source_version_hash_finding_label_and_model(
     )
     assert keys("label=incident") == ["demo-incident-turn-40"]
     assert len(keys("model=claude-sonnet-4-5")) == 3
+
+
+def test_an_export_and_an_sdk_manifest_validate_against_their_published_schemas(
+    live_server, client, project, key
+):
+    schemas = Path(__file__).resolve().parents[2] / "schemas"
+    call_command("demo", url=live_server.url, key=key, stdout=StringIO())
+    run = Run.objects.get(project=project, key="demo-order-service-timeout")
+    document = client.get(f"/api/v1/runs/{run.id}/export", HTTP_AUTHORIZATION=f"Bearer {key}").json()
+    jsonschema.validate(document, json.loads((schemas / "run-export-v1.schema.json").read_text()))
+    # The manifests of a demo story as the SDK emits them.
+    memory = InMemorySpanExporter()
+    configure(_exporter=memory, send_content=True)
+    timeout.record()
+    assert flush(timeout=10)
+    shutdown(timeout=5)
+    manifest_schema = json.loads((schemas / "manifest-v1.schema.json").read_text())
+    for sdk_span in memory.get_finished_spans():
+        jsonschema.validate(json.loads(sdk_span.attributes["ctxview.manifest"]), manifest_schema)
