@@ -230,7 +230,12 @@ def _search(queryset: QuerySet[Run], request: HttpRequest) -> QuerySet[Run]:
     """The runs search: by an item (id, source, version, content hash), a finding type, a label, a model."""
     if request.GET.get("model"):
         model = request.GET["model"]
-        queryset = queryset.filter(Q(calls__response_model=model) | Q(calls__request_model=model)).distinct()
+        if connection.vendor == "postgresql":
+            queryset = queryset.filter(model_names__contains=[model])  # the run's models, kept by ingest
+        else:
+            queryset = queryset.filter(
+                Q(calls__response_model=model) | Q(calls__request_model=model)
+            ).distinct()
     if request.GET.get("finding"):
         queryset = queryset.filter(
             id__in=Finding.objects.filter(type=request.GET["finding"]).values("run_id")
