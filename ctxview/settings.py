@@ -44,6 +44,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "ctxview.security.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -100,8 +101,28 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 WHITENOISE_USE_FINDERS = True
 
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = env_bool("CTXVIEW_SECURE_COOKIES", False)
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+# Behind HTTPS (directly or through a proxy that sets X-Forwarded-Proto): secure cookies, HSTS, redirects.
+CTXVIEW_HTTPS = env_bool("CTXVIEW_HTTPS", False)
+SESSION_COOKIE_SECURE = env_bool("CTXVIEW_SECURE_COOKIES", CTXVIEW_HTTPS)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_SSL_REDIRECT = CTXVIEW_HTTPS
+SECURE_HSTS_SECONDS = env_int("CTXVIEW_HSTS_SECONDS", 31_536_000 if CTXVIEW_HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = CTXVIEW_HTTPS
+SECURE_HSTS_PRELOAD = CTXVIEW_HTTPS
+if env_bool("CTXVIEW_TRUST_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# The OTLP receiver is for agents over plain HTTP inside a network too: never redirect it.
+SECURE_REDIRECT_EXEMPT = [r"^v1/"]
+
+_cache_url = env_str("CTXVIEW_CACHE_URL")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
+    if _cache_url
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
 
 LOGGING = {
     "version": 1,
@@ -124,6 +145,8 @@ CTXVIEW_INGEST_MAX_DECOMPRESSED_BYTES = env_int(
 # 0 switches the check off.
 CTXVIEW_INGEST_MAX_PENDING_BATCHES = env_int("CTXVIEW_INGEST_MAX_PENDING_BATCHES", 20_000)
 CTXVIEW_INGEST_RETRY_AFTER_SECONDS = env_int("CTXVIEW_INGEST_RETRY_AFTER_SECONDS", 5, minimum=1)
+# Requests per second one ingest key may make (0: no limit); beyond it, 503 with Retry-After: 1.
+CTXVIEW_INGEST_RATE_LIMIT = env_int("CTXVIEW_INGEST_RATE_LIMIT", 200)
 # The sweeper re-enqueues batches that have waited longer than this (e.g. the broker was down).
 CTXVIEW_SWEEP_AFTER_SECONDS = env_int("CTXVIEW_SWEEP_AFTER_SECONDS", 60)
 

@@ -13,7 +13,7 @@ from django.db import DatabaseError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from ingest import otlp
+from ingest import otlp, ratelimit
 from ingest.keys import key_from_request, project_for_key
 from ingest.models import RawBatch
 from ingest.redact import mask_request
@@ -52,6 +52,8 @@ def _receive(request: HttpRequest, signal: str) -> HttpResponse:
     project = project_for_key(key)
     if project is None:
         return _status(401, "invalid or revoked ingest key", reply_fmt)
+    if not ratelimit.allow(key.split("_", 2)[1]):
+        return _unavailable("too many requests for this ingest key; retry later", reply_fmt, retry_after=1)
     try:
         fmt = otlp.body_format(request.headers.get("Content-Type", ""))
         body = _read_body(request)
@@ -124,8 +126,8 @@ def _status(http_status: int, message: str, fmt: str) -> HttpResponse:
     )
 
 
-def _unavailable(message: str, fmt: str) -> HttpResponse:
+def _unavailable(message: str, fmt: str, retry_after: int | None = None) -> HttpResponse:
     # 503 + Retry-After: released Python exporters retry 503 but not 429.
     response = _status(503, message, fmt)
-    response["Retry-After"] = str(settings.CTXVIEW_INGEST_RETRY_AFTER_SECONDS)
+    response["Retry-After"] = str(retry_after or settings.CTXVIEW_INGEST_RETRY_AFTER_SECONDS)
     return response
