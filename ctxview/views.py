@@ -2,26 +2,23 @@
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
-from django.shortcuts import redirect, render
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
 from django.utils.text import slugify
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST
 
-from ctxview.access import (
-    get_call_for_user,
-    get_project_for_user,
-    get_run_for_user,
-    has_role,
-    projects_for_user,
-)
+from ctxview.access import get_project_for_user, has_role, projects_for_user
+from ctxview.panels import BadParameter, help, load
+from ctxview.panels import runs as runs_query
+from ctxview.views_common import bad_request, render_page, ui_view
 from ingest.keys import create_key
-from ingest.models import Content, IngestKey, Membership, Project, RawBatch
+from ingest.models import IngestKey, Membership, Project, RawBatch
 
 
-@require_GET
-@login_required
+@ui_view
 def projects(request: HttpRequest) -> HttpResponse:
     rows = (
         projects_for_user(request.user)
@@ -31,7 +28,7 @@ def projects(request: HttpRequest) -> HttpResponse:
         )
         .order_by("slug")
     )
-    return render(request, "ctxview/projects.html", {"projects": rows})
+    return render_page(request, "ctxview/projects.html", {"projects": rows, "title": "Projects"})
 
 
 @require_POST
@@ -40,7 +37,7 @@ def create_project(request: HttpRequest) -> HttpResponse:
     name = request.POST.get("name", "").strip()[:200]
     slug = slugify(name)[:64]
     if not slug:
-        return HttpResponseBadRequest("a project needs a name with at least one letter or digit")
+        return bad_request(request, "a project needs a name with at least one letter or digit")
     try:
         with transaction.atomic():
             project = Project.objects.create(slug=slug, name=name)
@@ -51,8 +48,7 @@ def create_project(request: HttpRequest) -> HttpResponse:
     return redirect("cv-project", slug=project.slug)
 
 
-@require_GET
-@login_required
+@ui_view
 def project(request: HttpRequest, slug: str) -> HttpResponse:
     return _render_project(request, get_project_for_user(request.user, slug))
 
@@ -68,8 +64,9 @@ def _render_project(request: HttpRequest, project: Project, new_key: str | None 
         "batches": project.batches.order_by("-received_at").defer("body")[:20],
         "new_key": new_key,
         "endpoint": request.build_absolute_uri("/"),
+        "title": project.name,
     }
-    return render(request, "ctxview/project.html", context)
+    return render_page(request, "ctxview/project.html", context)
 
 
 @require_POST
@@ -88,37 +85,46 @@ def revoke_ingest_key(request: HttpRequest, slug: str, key_id: str) -> HttpRespo
     project = get_project_for_user(request.user, slug, role=Membership.Role.ADMIN)
     key = IngestKey.objects.filter(project=project, key_id=key_id).first()
     if key is None:
-        return HttpResponseBadRequest("no such key in this project")
+        return bad_request(request, "no such key in this project")
     key.revoke()
     messages.success(request, f"key {key.key_id} revoked")
     return redirect("cv-project", slug=project.slug)
 
 
-@require_GET
-@login_required
+@ui_view
 def runs(request: HttpRequest, slug: str) -> HttpResponse:
+    """The project's runs: filter by service, model, time and finding type; sort; a page at a time."""
     project = get_project_for_user(request.user, slug)
-    rows = project.runs.filter(started_at__isnull=False).order_by("-started_at", "-id")[:200]
-    return render(request, "ctxview/runs.html", {"project": project, "runs": rows})
-
-
-@require_GET
-@login_required
-def run(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_run_for_user(request.user, run_id)
-    calls = run.calls.order_by("seq").defer("items", "excluded", "usage_raw")
-    return render(request, "ctxview/run.html", {"run": run, "project": run.project, "calls": calls})
-
-
-@require_GET
-@login_required
-def call(request: HttpRequest, call_id: int) -> HttpResponse:
-    call = get_call_for_user(request.user, call_id)
-    previews = dict(
-        Content.objects.filter(
-            project_id=call.project_id, hash__in=[item["hash"] for item in call.items]
-        ).values_list("hash", "text")
-    )
-    items = [{**item, "preview": (previews.get(item["hash"]) or "")[:300]} for item in call.full_items()]
-    context = {"call": call, "run": call.run, "project": call.run.project, "items": items}
-    return render(request, "ctxview/call.html", context)
+    choices = load.run_choices(project)
+    filters = runs_query.parse(request.GET, choices["services"], choices["models"], choices["finding_types"])
+    paginator = Paginator(load.runs(project, filters), runs_query.PAGE_SIZE)
+    if filters["page"] > paginator.num_pages:
+        raise BadParameter(f"page {filters['page']} does not exist: there are {paginator.num_pages} page(s)")
+    page = paginator.page(filters["page"])
+    rows = list(page.object_list)
+    counts = load.finding_counts([run.id for run in rows])
+    for run in rows:
+        run.badges = [
+            {"type": name, "count": count, "help": help.finding_help(name)}
+            for name, count in sorted(counts[run.id].items())
+        ]
+        run.figures = runs_query.figures(run.accounting)
+    query = request.GET.copy()
+    query.pop("page", None)
+    sort_query = query.copy()
+    sort_query.pop("sort", None)
+    context = {
+        "project": project,
+        "title": f"Runs · {project.name}",
+        "runs": rows,
+        "page": page,
+        "filters": filters,
+        "choices": choices,
+        "query": query.urlencode(),
+        "sort_query": sort_query.urlencode(),
+        "sorts": runs_query.sort_links(filters["sort"]),
+        "filtered": any(filters[name] for name in ("service", "model", "finding", "since", "until")),
+        "any_runs": project.runs.exists(),
+        "endpoint": request.build_absolute_uri("/"),
+    }
+    return render_page(request, "ctxview/runs.html", context, regions=("page", "runs-table"))

@@ -1,0 +1,196 @@
+"""Prompt cache per call: uncached / cache write / cache read bars, hit rate, and every break marked."""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctxview.panels import help, palette
+from ctxview.panels.plot import base_layout, config, plot_text
+
+# Above this many calls the bars are binned (sums per bin); breaks are always shown one by one.
+MAX_BARS = 1500
+# Where the break markers sit on the hit-rate axis: above 100 %, clear of the bars and the line.
+BREAK_ROW = 1.08
+
+
+def _sum(values: Sequence[int | None]) -> int | None:
+    known = [value for value in values if value is not None]
+    return sum(known) if known else None
+
+
+def cache_series(rows: Sequence[Mapping[str, Any]]) -> dict:
+    """Usage split, hit rate and expected read per call (or per bin of calls), and the list of breaks."""
+    size = max(1, -(-len(rows) // MAX_BARS))
+    x, uncached, write, read, hit, expected, labels, urls = [], [], [], [], [], [], [], []
+    for start in range(0, len(rows), size):
+        chunk = rows[start : start + size]
+        first, last = chunk[0]["seq"], chunk[-1]["seq"]
+        x.append(last if size > 1 else first)
+        labels.append(f"calls {first}–{last}" if size > 1 else f"call {first}")
+        urls.append(chunk[-1]["url"])
+        uncached.append(_sum([row["uncached"] for row in chunk]))
+        write.append(_sum([row["cache_write"] for row in chunk]))
+        read.append(_sum([row["cache_read"] for row in chunk]))
+        prompt = _sum([row["prompt_total"] for row in chunk if row["cache_read"] is not None])
+        hit.append(round(read[-1] / prompt, 4) if prompt and read[-1] is not None else None)
+        expected.append(_sum([(row.get("cache") or {}).get("expected_read") for row in chunk]))
+    breaks = []
+    for row in rows:
+        cache = row.get("cache") or {}
+        if not cache.get("broke"):
+            continue
+        breaks.append(
+            {
+                "seq": row["seq"],
+                "turn": row["turn"],
+                "url": row["url"],
+                "cause": cache.get("cause"),
+                "cause_help": help.CAUSES.get(cache.get("cause") or "", ""),
+                "invalidator": cache.get("invalidator_item_id"),
+                "tokens_rewritten": cache.get("tokens_rewritten") or 0,
+                "cost_usd": cache.get("cost_usd"),
+            }
+        )
+    return {
+        "x": x,
+        "labels": labels,
+        "urls": urls,
+        "bin": size,
+        "uncached": uncached,
+        "cache_write": write,
+        "cache_read": read,
+        "hit_rate": hit,
+        "expected_read": expected,
+        "breaks": breaks,
+        "calls": len(rows),
+        "analysed": sum(1 for row in rows if row.get("cache")),
+        "reported": sum(1 for row in rows if row["cache_read"] is not None),
+    }
+
+
+def _stack_tops(result: Mapping[str, Any]) -> list[int]:
+    return [
+        (u or 0) + (w or 0) + (r or 0)
+        for u, w, r in zip(result["uncached"], result["cache_write"], result["cache_read"], strict=True)
+    ]
+
+
+def figure(result: Mapping[str, Any]) -> dict:
+    """Stacked bars per call, the hit-rate line on a second axis, and a clickable marker on each break."""
+    x = result["x"]
+    data: list[dict] = [
+        {
+            "type": "bar",
+            "name": name,
+            "x": x,
+            "y": result[key],
+            "text": result["labels"],
+            "textposition": "none",
+            "customdata": result["urls"],
+            "marker": {"color": palette.CACHE[key]},
+            "hovertemplate": f"%{{text}}<br>{name}: %{{y:,}}<extra></extra>",
+        }
+        for key, name in (
+            ("uncached", "uncached"),
+            ("cache_write", "cache write"),
+            ("cache_read", "cache read"),
+        )
+    ]
+    data.append(
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "expected read",
+            "x": x,
+            "y": result["expected_read"],
+            "line": {"color": "#1d2330", "width": 1, "dash": "dot", "shape": "hv"},
+            "hovertemplate": "expected read: %{y:,}<extra></extra>",
+        }
+    )
+    data.append(
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "hit rate",
+            "x": x,
+            "y": result["hit_rate"],
+            "yaxis": "y2",
+            "line": {"color": "#2f5bd3", "width": 1.5},
+            "hovertemplate": "hit rate: %{y:.0%}<extra></extra>",
+        }
+    )
+    # Breaks sit in a row above the bars (on the hit-rate axis, above 100 %), where a click finds them.
+    breaks = result["breaks"]
+    data.append(
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "cache break",
+            "x": [entry["seq"] for entry in breaks],
+            "y": [BREAK_ROW] * len(breaks),
+            "yaxis": "y2",
+            "customdata": [entry["url"] for entry in breaks],
+            "hovertext": [
+                plot_text(
+                    f"call {entry['seq']}: {entry['cause']}"
+                    + (f" at {entry['invalidator']}" if entry["invalidator"] else "")
+                    + f" · {entry['tokens_rewritten']:,} tokens written again"
+                    + (f" (${entry['cost_usd']:.4f})" if entry["cost_usd"] is not None else "")
+                )
+                for entry in breaks
+            ],
+            "hovertemplate": "%{hovertext}<br>click to open the call<extra></extra>",
+            "marker": {
+                "symbol": "triangle-down",
+                "size": 11,
+                "color": palette.BREAK,
+                "line": {"color": "#ffffff", "width": 1},
+            },
+            "cliponaxis": False,
+        }
+    )
+    layout = base_layout()
+    layout["barmode"] = "stack"
+    layout["bargap"] = 0.15
+    layout["hovermode"] = "closest"
+    layout["xaxis"] = {"title": {"text": "call"}}
+    peak = max((value or 0) for value in _stack_tops(result)) if result["x"] else 0
+    layout["yaxis"] = {
+        "title": {"text": "prompt tokens"},
+        "range": [0, (peak or 1) * 1.25],
+        "separatethousands": True,
+    }
+    layout["yaxis2"] = {
+        "title": {"text": "hit rate"},
+        "overlaying": "y",
+        "side": "right",
+        "range": [0, 1.15],
+        "tickvals": [0, 0.25, 0.5, 0.75, 1],
+        "tickformat": ".0%",
+        "showgrid": False,
+    }
+    return {"data": data, "layout": layout, "config": config()}
+
+
+class CachePanel:
+    """Cache per call: what was read, written and left uncached, and each break with its invalidator."""
+
+    slug = "cache"
+    title = "Prompt cache per call"
+    template = "panels/cache.html"
+    help = help.CHARTS["cache"]
+
+    def params(self, query: Mapping[str, str]) -> dict:
+        return {}
+
+    def load(self, run, params: Mapping[str, Any]) -> dict:
+        from ctxview.panels import load
+
+        return {"rows": load.series(run)}
+
+    def compute(self, data: Mapping[str, Any], params: Mapping[str, Any]) -> dict:
+        result = cache_series(data["rows"])
+        result["figure"] = figure(result)
+        return result
+
+    def summary(self, result: Mapping[str, Any]) -> str:
+        return f"{len(result['breaks'])} breaks"

@@ -1,0 +1,229 @@
+"""What the panels and pages read from the trace tables, as plain dicts (the pure shaping code takes these).
+
+Each function reads only the fields it needs: a run's series (usage, buckets and cache outcome per call)
+pulls two small keys out of ``Call.analysis`` in SQL instead of the whole manifest.
+"""
+
+from collections.abc import Iterable
+from urllib.parse import quote
+
+from django.core.cache import cache
+from django.db.models import (
+    Count,
+    Exists,
+    F,
+    FloatField,
+    IntegerField,
+    Max,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
+from django.db.models.fields.json import KT, KeyTransform
+from django.db.models.functions import Cast, Coalesce
+from django.urls import reverse
+
+from ingest.items import expand
+from ingest.models import Call, Content, Finding, Project, Run
+
+USAGE = ("uncached", "cache_write", "cache_read", "output", "prompt_total")
+
+
+def call_url(call_id: int) -> str:
+    return reverse("cv-call", args=[call_id])
+
+
+def item_url(run_id: int, item_id: str) -> str:
+    return f"{reverse('cv-item', args=[run_id])}?id={quote(item_id, safe='')}"
+
+
+def explain_url(run_id: int, turn: int | str) -> str:
+    return f"{reverse('cv-explain', args=[run_id])}?turn={turn}"
+
+
+def series(run: Run, turn: int | None = None) -> list[dict]:
+    """Per call in seq order: ids, turn, usage, budget, and the buckets and cache parts of its analysis."""
+    calls = run.calls.filter(seq__isnull=False)
+    if turn is not None:
+        calls = calls.filter(turn=turn)
+    rows = calls.order_by("seq").values(
+        "id",
+        "seq",
+        "turn",
+        "budget",
+        *USAGE,
+        buckets=KeyTransform("buckets", "analysis"),
+        cache=KeyTransform("cache", "analysis"),
+    )
+    out = []
+    for row in rows:
+        row["url"] = call_url(row["id"])
+        out.append(row)
+    return out
+
+
+def manifests(run: Run, up_to_seq: int | None = None) -> Iterable[tuple[int, int | None, list, list, str]]:
+    """``(seq, turn, items, excluded, manifest_source)`` per call in seq order, items as stored."""
+    calls = run.calls.filter(seq__isnull=False)
+    if up_to_seq is not None:
+        calls = calls.filter(seq__lte=up_to_seq)
+    return (
+        calls.order_by("seq")
+        .values_list("seq", "turn", "items", "excluded", "manifest_source")
+        .iterator(chunk_size=200)
+    )
+
+
+def findings(run: Run) -> list[dict]:
+    """The run's findings as dicts (call-level in call order, run-level last), with the call's url."""
+    ids = dict(run.calls.filter(seq__isnull=False).values_list("seq", "id"))
+    rows = []
+    for finding in run.findings.order_by("call_seq", "id"):
+        row = finding.to_dict()
+        row["url"] = call_url(ids[finding.call_seq]) if finding.call_seq in ids else None
+        rows.append(row)
+    rows.sort(key=lambda row: row["call_seq"] is None)
+    return rows
+
+
+def flagged_items(run: Run) -> set[str]:
+    """Items named by the run's findings (they come first in the presence map)."""
+    return set(run.findings.exclude(item_id="").values_list("item_id", flat=True).distinct())
+
+
+def presence_index(run: Run, build) -> dict:
+    """``build(manifests(run))``, cached until the run changes (a new call, a finished analysis).
+
+    Reading every manifest of a long run is the overview's one heavy read; the index is small and
+    the key changes whenever the run does, so a stale index is never served.
+    """
+    key = f"cv:presence:{run.id}:{run.call_count}:{run.analysed_seq}:{run.updated_at.timestamp()}"
+    built = cache.get(key)
+    if built is None:
+        built = build(manifests(run))
+        cache.set(key, built, timeout=600)
+    return built
+
+
+def finding_counts(run_ids: list[int]) -> dict[int, dict[str, int]]:
+    counts: dict[int, dict[str, int]] = {run_id: {} for run_id in run_ids}
+    rows = Finding.objects.filter(run_id__in=run_ids).values_list("run_id", "type").annotate(n=Count("id"))
+    for run_id, finding_type, count in rows:
+        counts[run_id][finding_type] = count
+    return counts
+
+
+def call_dict(call: Call) -> dict:
+    """One call as the pure code reads it: items expanded with their position, usage, analysis."""
+    return {
+        "id": call.id,
+        "seq": call.seq,
+        "turn": call.turn,
+        "model": call.model,
+        "items": call.full_items(),
+        "excluded": call.excluded,
+        "budget": call.budget,
+        "usage": call.usage_dict(),
+        "analysis": call.analysis,
+        "manifest_source": call.manifest_source,
+        "url": call_url(call.id),
+    }
+
+
+def calls_by_seq(run: Run, seqs: Iterable[int]) -> dict[int, dict]:
+    """Some calls of a run, by seq, as ``call_dict``s."""
+    return {call.seq: call_dict(call) for call in run.calls.filter(seq__in=list(seqs))}
+
+
+def contents(project_id: int, hashes: Iterable[str]) -> dict[str, str]:
+    """Stored item content by hash (only what exists: content may not have been captured)."""
+    wanted = {value for value in hashes if value}
+    if not wanted:
+        return {}
+    return dict(Content.objects.filter(project_id=project_id, hash__in=wanted).values_list("hash", "text"))
+
+
+def last_call_of_turn(run: Run, turn: int) -> Call | None:
+    return run.calls.filter(turn=turn, seq__isnull=False).order_by("-seq").first()
+
+
+def expanded(items: list) -> list[dict]:
+    return expand(items)
+
+
+# --- The runs list -------------------------------------------------------------------------------
+
+
+def run_choices(project: Project) -> dict[str, list[str]]:
+    """The services, models and finding types the project's runs have (the filters' options)."""
+    runs = project.runs.filter(started_at__isnull=False)
+    services = sorted(set(runs.values_list("service_name", flat=True)) - {""})
+    models: set[str] = set()
+    for names in runs.values_list("model_names", flat=True):
+        models.update(name for name in names or () if name)
+    types = sorted(set(Finding.objects.filter(project=project).values_list("type", flat=True).distinct()))
+    return {"services": services, "models": sorted(models), "finding_types": types}
+
+
+def _sort_expression(key: str):
+    return {
+        "started": F("started_at"),
+        "calls": F("call_count"),
+        "turns": F("turn_count"),
+        "peak": F("peak_window"),
+        "hit_rate": Cast(KT("accounting__cache_hit_rate"), FloatField()),
+        "billed": F("prompt_total"),
+        "cost": Cast(KT("accounting__cost_usd__with_cache"), FloatField()),
+        "findings": F("finding_total"),
+    }[key]
+
+
+def runs(project: Project, filters: dict) -> QuerySet[Run]:
+    """The project's runs with their peak window and findings count, filtered and sorted."""
+    peak = (
+        Call.objects.filter(run=OuterRef("pk"))
+        .order_by()
+        .values("run")
+        .annotate(
+            peak=Coalesce(Max("prompt_total"), Max(Cast(KT("analysis__buckets__total"), IntegerField())))
+        )
+        .values("peak")
+    )
+    findings = (
+        Finding.objects.filter(run=OuterRef("pk"))
+        .order_by()
+        .values("run")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    queryset = project.runs.filter(started_at__isnull=False).annotate(
+        peak_window=Subquery(peak), finding_total=Subquery(findings)
+    )
+    if filters["service"]:
+        queryset = queryset.filter(service_name=filters["service"])
+    if filters["model"]:
+        model = filters["model"]
+        queryset = queryset.filter(
+            Exists(
+                Call.objects.filter(run=OuterRef("pk")).filter(
+                    Q(response_model=model) | Q(request_model=model)
+                )
+            )
+        )
+    if filters["finding"]:
+        queryset = queryset.filter(
+            Exists(Finding.objects.filter(run=OuterRef("pk"), type=filters["finding"]))
+        )
+    if filters["since"]:
+        queryset = queryset.filter(started_at__gte=filters["since"])
+    if filters["until"]:
+        queryset = queryset.filter(started_at__lte=filters["until"])
+    key = filters["sort"].lstrip("-")
+    expression = _sort_expression(key)
+    ordering = (
+        expression.desc(nulls_last=True)
+        if filters["sort"].startswith("-")
+        else expression.asc(nulls_last=True)
+    )
+    return queryset.order_by(ordering, "-id")

@@ -1,0 +1,40 @@
+"""Colours shared by the charts (plotly figures) and the CSS (static/ctxview/app.css uses the same values)."""
+
+BUCKET_ORDER = (
+    "system",
+    "tools",
+    "memory",
+    "summary",
+    "retrieved",
+    "conversation",
+    "tool_results",
+    "other",
+    "scaffolding",
+)
+
+BUCKETS = {
+    "system": "#4c5a9c",
+    "tools": "#8a6bbe",
+    "memory": "#c0842b",
+    "summary": "#b5a33a",
+    "retrieved": "#3f9a8c",
+    "conversation": "#4f8fd6",
+    "tool_results": "#7fb069",
+    "other": "#9aa3b2",
+    "scaffolding": "#d5d9e0",
+}
+
+MODES = {
+    "verbatim": "#2f5bd3",
+    "excerpt": "#3f9a8c",
+    "summary": "#b5a33a",
+    "reference": "#8a6bbe",
+}
+EXCLUDED = "#d0433a"
+ABSENT = "#f1f3f6"
+
+CACHE = {"uncached": "#9aa3b2", "cache_write": "#e0a03a", "cache_read": "#3f9a8c"}
+BREAK = "#d0433a"
+SEVERITY = {"error": "#b42318", "warning": "#d08a1a", "info": "#4f8fd6"}
+BUDGET = "#1d2330"
+RESERVED = "rgba(180, 35, 24, 0.12)"

@@ -1,0 +1,268 @@
+"""The item presence map: items (rows, grouped by bucket) x calls (columns), coloured by mode.
+
+Bounded for long runs: the server builds a sparse index of the run once (``index``), then ships at most
+``MAX_COLUMNS`` columns (consecutive calls binned together) and ``rows`` rows (the most telling items
+first: pinned items, facts and rules, items named by findings, items ever excluded), so a 1,000-call run
+with thousands of items sends the browser a few hundred cells per row at most, never every cell.
+"""
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+from ctxview.panels import BadParameter, help, int_param, palette
+from ctxview.panels.plot import base_layout, config, plot_text
+
+MAX_COLUMNS = 200
+ROWS = 60
+MAX_ROWS = 1200
+LABEL_CHARS = 44
+
+# Cell codes: 0 absent (drawn as a gap), 1-4 included by mode, 5 excluded.
+MODE_CODES = {"verbatim": 1, "excerpt": 2, "summary": 3, "reference": 4}
+EXCLUDED = 5
+CODE_NAMES = {1: "verbatim", 2: "excerpt", 3: "summary", 4: "reference", 5: "excluded"}
+
+
+def index(manifests: Iterable[tuple[int, int | None, Sequence[Mapping], Sequence[Mapping], str]]) -> dict:
+    """One pass over the run's manifests: per item, its bucket, kind and state at each call (sparse)."""
+    seqs: list[int] = []
+    turns: list[int | None] = []
+    items: dict[str, dict] = {}
+    derived = 0
+    for column, (seq, turn, included, excluded, source) in enumerate(manifests):
+        seqs.append(seq)
+        turns.append(turn)
+        derived += source != "explicit"
+        for stored in included:
+            entry = items.get(stored["id"])
+            if entry is None:
+                entry = items[stored["id"]] = {
+                    "bucket": stored.get("bucket") or "other",
+                    "kind": stored.get("kind") or "",
+                    "pinned": False,
+                    "first": column,
+                    "included": False,
+                    "states": {},
+                    "reasons": {},
+                }
+            elif not entry["included"]:
+                entry["bucket"] = stored.get("bucket") or entry["bucket"]  # first inclusion decides
+            entry["included"] = True
+            entry["pinned"] = entry["pinned"] or bool(stored.get("pinned"))
+            entry["states"][column] = MODE_CODES.get(stored.get("mode") or "verbatim", 1)
+        for stored in excluded:
+            entry = items.get(stored["id"])
+            if entry is None:
+                entry = items[stored["id"]] = {
+                    "bucket": "other",
+                    "kind": stored.get("kind") or "",
+                    "pinned": False,
+                    "first": column,
+                    "included": False,
+                    "states": {},
+                    "reasons": {},
+                }
+            entry["states"].setdefault(column, EXCLUDED)
+            entry["reasons"][column] = str(stored.get("reason") or "")
+    return {"seqs": seqs, "turns": turns, "items": items, "derived": derived}
+
+
+def _priority(item_id: str, entry: Mapping, flagged: set[str]) -> int:
+    if entry["pinned"] or entry["kind"] in ("fact", "rule") or item_id in flagged:
+        return 0
+    if entry["reasons"]:
+        return 1
+    return 2
+
+
+def presence(
+    built: Mapping[str, Any],
+    flagged: Iterable[str] = (),
+    rows: int = ROWS,
+    query: str = "",
+    max_columns: int = MAX_COLUMNS,
+    item_base: str = "",
+) -> dict:
+    """The rows and binned columns to draw, from ``index``; ``flagged`` ids (from findings) come first."""
+    flagged = set(flagged)
+    seqs = built["seqs"]
+    candidates = [
+        (item_id, entry)
+        for item_id, entry in built["items"].items()
+        if not query or query.lower() in item_id.lower()
+    ]
+    chosen = sorted(candidates, key=lambda pair: (_priority(pair[0], pair[1], flagged), pair[1]["first"]))
+    chosen = chosen[:rows]
+    order = {bucket: index for index, bucket in enumerate(palette.BUCKET_ORDER)}
+    chosen.sort(key=lambda pair: (order.get(pair[1]["bucket"], len(order)), pair[1]["first"]))
+
+    size = max(1, -(-len(seqs) // max_columns))
+    columns = [(start, min(start + size, len(seqs)) - 1) for start in range(0, len(seqs), size)]
+    x = [seqs[last] for _, last in columns]
+    z: list[list[int | None]] = []
+    text: list[list[str | None]] = []
+    labels, links, groups = [], [], []
+    seen_labels: set[str] = set()
+    for item_id, entry in chosen:
+        row_z: list[int | None] = [None] * len(columns)
+        row_text: list[str | None] = [None] * len(columns)
+        by_column: dict[int, list[int]] = {}
+        for column in entry["states"]:
+            by_column.setdefault(column // size, []).append(column)
+        for bin_index, members in by_column.items():
+            members.sort()
+            start, last = columns[bin_index]
+            code = entry["states"].get(last) or entry["states"][members[-1]]
+            row_z[bin_index] = code
+            row_text[bin_index] = _cell_text(entry, members, start, last, seqs, code)
+        z.append(row_z)
+        text.append(row_text)
+        label = _label(item_id, seen_labels)
+        labels.append(label)
+        links.append(f"{item_base}{quote(item_id, safe='')}")
+        if not groups or groups[-1]["bucket"] != entry["bucket"]:
+            groups.append({"bucket": entry["bucket"], "start": len(labels) - 1, "count": 0})
+        groups[-1]["count"] += 1
+    return {
+        "x": x,
+        "labels": labels,
+        "z": z,
+        "text": text,
+        "links": links,
+        "groups": groups,
+        "bin": size,
+        "columns": len(columns),
+        "calls": len(seqs),
+        "rows": len(chosen),
+        "total_items": len(built["items"]),
+        "matching_items": len(candidates),
+        "more": len(candidates) > len(chosen),
+        "derived": built["derived"],
+        "query": query,
+    }
+
+
+def _label(item_id: str, seen: set[str]) -> str:
+    label = item_id if len(item_id) <= LABEL_CHARS else item_id[: LABEL_CHARS - 1] + "…"
+    base, number = label, 2
+    while label in seen:  # plotly merges equal category labels: keep truncated ids apart
+        label = f"{base} ({number})"
+        number += 1
+    seen.add(label)
+    return plot_text(label)
+
+
+def _cell_text(entry: Mapping, members: list[int], start: int, last: int, seqs: list[int], code: int) -> str:
+    if start == last:
+        state = CODE_NAMES[code]
+        reason = entry["reasons"].get(last)
+        return plot_text(f"call {seqs[last]}: {state}" + (f" ({reason})" if reason else ""))
+    included = sum(1 for column in members if entry["states"][column] != EXCLUDED)
+    reasons = sorted({entry["reasons"][column] for column in members if column in entry["reasons"]})
+    parts = [f"calls {seqs[start]}–{seqs[last]}: in {included} of {last - start + 1}"]
+    if reasons:
+        parts.append("excluded: " + ", ".join(reason or "no reason" for reason in reasons))
+    return plot_text("; ".join(parts))
+
+
+def figure(result: Mapping[str, Any]) -> dict:
+    """A heatmap with discrete colours per mode, excluded in red, absent cells left as gaps."""
+    steps = [palette.MODES[name] for name in ("verbatim", "excerpt", "summary", "reference")]
+    steps.append(palette.EXCLUDED)
+    colorscale = []
+    for index, colour in enumerate(steps):
+        colorscale += [[index / len(steps), colour], [(index + 1) / len(steps), colour]]
+    rows = len(result["labels"])
+    data = [
+        {
+            "type": "heatmap",
+            "x": result["x"],
+            "y": result["labels"],
+            "z": result["z"],
+            "text": result["text"],
+            "zmin": 0.5,
+            "zmax": 5.5,
+            "colorscale": colorscale,
+            "showscale": False,
+            "xgap": 1 if result["columns"] <= 120 else 0,
+            "ygap": 1,
+            "hoverongaps": False,
+            "hovertemplate": "%{y}<br>%{text}<extra></extra>",
+        }
+    ]
+    layout = base_layout()
+    layout["height"] = 90 + 15 * max(rows, 4)
+    layout["margin"] = {"l": 280, "r": 110, "t": 10, "b": 40}
+    layout["hovermode"] = "closest"
+    layout["xaxis"] = {"title": {"text": "call"}, "side": "bottom"}
+    layout["yaxis"] = {"autorange": "reversed", "tickfont": {"size": 10}, "automargin": False}
+    shapes, annotations = [], []
+    for group in result["groups"]:
+        if group["start"]:
+            shapes.append(
+                {
+                    "type": "line",
+                    "xref": "paper",
+                    "x0": 0,
+                    "x1": 1,
+                    "yref": "y",
+                    "y0": group["start"] - 0.5,
+                    "y1": group["start"] - 0.5,
+                    "line": {"color": "#1d2330", "width": 1},
+                }
+            )
+        annotations.append(
+            {
+                "xref": "paper",
+                "x": 1.01,
+                "xanchor": "left",
+                "yref": "y",
+                "y": group["start"] + (group["count"] - 1) / 2,
+                "text": plot_text(group["bucket"]),
+                "showarrow": False,
+                "font": {"size": 11, "color": palette.BUCKETS.get(group["bucket"], "#6b7385")},
+            }
+        )
+    layout["shapes"] = shapes
+    layout["annotations"] = annotations
+    return {"data": data, "layout": layout, "config": config(), "links": {"rows": result["links"]}}
+
+
+class PresencePanel:
+    """Which items were in which calls, how, and why the excluded ones were left out."""
+
+    slug = "presence"
+    title = "Item presence"
+    template = "panels/presence.html"
+    help = help.CHARTS["presence"]
+
+    def params(self, query: Mapping[str, str]) -> dict:
+        rows = int_param(query, "rows", ROWS, 1, MAX_ROWS)
+        text = (query.get("q") or "").strip()
+        if len(text) > 200:
+            raise BadParameter("q (the item filter) must be at most 200 characters")
+        return {"rows": rows, "q": text}
+
+    def load(self, run, params: Mapping[str, Any]) -> dict:
+        from ctxview.panels import load
+
+        return {
+            "index": load.presence_index(run, index),
+            "flagged": load.flagged_items(run),
+            "item_base": load.item_url(run.id, ""),
+        }
+
+    def compute(self, data: Mapping[str, Any], params: Mapping[str, Any]) -> dict:
+        result = presence(
+            data["index"], data["flagged"], params["rows"], params["q"], item_base=data["item_base"]
+        )
+        result["figure"] = figure(result) if result["rows"] else None
+        result["next_rows"] = min(MAX_ROWS, params["rows"] + ROWS)
+        result["modes"] = [
+            {"name": name, "colour_class": f"mode-{name}", "help": help.MODES[name]} for name in MODE_CODES
+        ]
+        return result
+
+    def summary(self, result: Mapping[str, Any]) -> str:
+        return f"{result['total_items']} items"

@@ -1,0 +1,80 @@
+"""The runs list's query string: filters, sort and page, validated once (a bad one is a 400 that says why)."""
+
+from collections.abc import Collection, Mapping
+from datetime import UTC, datetime, time
+
+from ctxview.panels import BadParameter, int_param
+
+PAGE_SIZE = 25
+# Sort keys the list offers, and the column each sorts by (the query code maps them to SQL).
+SORTS = ("started", "calls", "turns", "peak", "hit_rate", "billed", "cost", "findings")
+
+
+def _when(query: Mapping[str, str], name: str, end_of_day: bool) -> datetime | None:
+    value = (query.get(name) or "").strip()
+    if not value:
+        return None
+    try:
+        if len(value) == 10:
+            day = datetime.fromisoformat(value).date()
+            parsed = datetime.combine(day, time.max if end_of_day else time.min)
+        else:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadParameter(
+            f"{name} must be a date (2026-11-30) or a date and time (2026-11-30T09:00), not {value[:40]!r}"
+        ) from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def parse(
+    query: Mapping[str, str],
+    services: Collection[str],
+    models: Collection[str],
+    finding_types: Collection[str],
+) -> dict:
+    """The list's filters from the query string; values must be ones the project has (or empty)."""
+    service = (query.get("service") or "").strip()
+    if service and service not in services:
+        raise BadParameter(f"no run of this project comes from a service called {service[:80]!r}")
+    model = (query.get("model") or "").strip()
+    if model and model not in models:
+        raise BadParameter(f"no run of this project used a model called {model[:80]!r}")
+    finding = (query.get("finding") or "").strip()
+    if finding and finding not in finding_types:
+        raise BadParameter(f"finding must be one of the finding types ({', '.join(sorted(finding_types))})")
+    since, until = _when(query, "since", False), _when(query, "until", True)
+    if since and until and since > until:
+        raise BadParameter("since must come before until")
+    sort = (query.get("sort") or "-started").strip()
+    if sort.lstrip("-") not in SORTS:
+        raise BadParameter(f"sort must be one of {', '.join(SORTS)} (prefix - for descending)")
+    return {
+        "service": service,
+        "model": model,
+        "finding": finding,
+        "since": since,
+        "until": until,
+        "sort": sort,
+        "page": int_param(query, "page", 1, 1, 10**6),
+    }
+
+
+def sort_links(current: str) -> dict[str, str]:
+    """Per column, the sort its header link asks for: the same column flips its direction."""
+    links = {}
+    for key in SORTS:
+        if current == f"-{key}":
+            links[key] = key
+        elif current == key:
+            links[key] = f"-{key}"
+        else:
+            links[key] = f"-{key}"
+    return links
+
+
+def figures(accounting: Mapping | None) -> dict:
+    """The list's accounting columns from ``Run.accounting`` (None until the run is analysed)."""
+    accounting = accounting or {}
+    cost = (accounting.get("cost_usd") or {}).get("with_cache")
+    return {"hit_rate": accounting.get("cache_hit_rate"), "cost": cost}

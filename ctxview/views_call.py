@@ -1,0 +1,128 @@
+"""The call page: budget, buckets, items in render order, exclusions, prefix chain, cache break, findings."""
+
+from django.db.models.functions import Substr
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from ctxview.access import get_call_for_user
+from ctxview.panels import BadParameter, diff, help, int_param, load
+from ctxview.panels import call as shapes
+from ctxview.views_common import render_page, ui_view
+from ingest.items import expand
+from ingest.models import Call, Content
+
+# Rows of the items table shown before "show all" (a call may carry 5,000 items).
+ITEMS_SHOWN = 300
+PREVIEW_CHARS = 160
+CONTENT_SHOWN = 65_536
+
+
+def _invalidation(call: Call, cache: dict) -> dict | None:
+    """The invalidating item against the same position of the call whose cache was broken, with a diff."""
+    if not cache.get("broke"):
+        return None
+    detail = cache.get("detail") or {}
+    result = {
+        "cause": cache.get("cause"),
+        "cause_help": help.CAUSES.get(cache.get("cause") or "", ""),
+        "detail": detail,
+        "reference_seq": cache.get("reference_seq"),
+        "reference": None,
+        "old": None,
+        "new": None,
+        "diff": None,
+    }
+    reference = (
+        call.run.calls.filter(seq=cache["reference_seq"]).only("id", "seq", "items").first()
+        if cache.get("reference_seq")
+        else None
+    )
+    position = detail.get("position")
+    if reference is None or position is None:
+        return result
+    result["reference"] = {"id": reference.id, "seq": reference.seq, "url": load.call_url(reference.id)}
+    old_items, new_items = expand(reference.items), call.full_items()
+    old = old_items[position] if position < len(old_items) else None
+    new = new_items[position] if position < len(new_items) else None
+    result["old"], result["new"] = old, new
+    texts = load.contents(call.project_id, [entry["hash"] for entry in (old, new) if entry])
+    if old and new and old["hash"] in texts and new["hash"] in texts:
+        result["diff"] = diff.segments(texts[old["hash"]], texts[new["hash"]])
+    result["missing_content"] = bool(old and new) and result["diff"] is None
+    return result
+
+
+def _previews(call: Call, hashes: list[str]) -> dict[str, str]:
+    rows = (
+        Content.objects.filter(project_id=call.project_id, hash__in=set(hashes))
+        .annotate(preview=Substr("text", 1, PREVIEW_CHARS))
+        .values_list("hash", "preview")
+    )
+    return dict(rows)
+
+
+@ui_view
+def call(request: HttpRequest, call_id: int) -> HttpResponse:
+    call = get_call_for_user(request.user, call_id)
+    run = call.run
+    show_all = request.GET.get("all") == "1"
+    analysis = call.analysis or {}
+    cache = analysis.get("cache") or {}
+    findings = [
+        {**finding.to_dict(), "help": help.finding_help(finding.type)}
+        for finding in run.findings.filter(call_seq=call.seq).order_by("id")
+    ]
+    table = shapes.item_rows(call.full_items(), cache, findings)
+    shown = table["rows"] if show_all else table["rows"][:ITEMS_SHOWN]
+    previews = _previews(call, [row["hash"] for row in shown])
+    for row in shown:
+        row["preview"] = previews.get(row["hash"])
+    around = list(run.calls.filter(seq__isnull=False).values_list("seq", "turn", "id"))
+    neighbours = shapes.neighbours(around, call.seq) if call.seq is not None else {}
+    excluded = [{**entry, "reason_help": help.reason_help(entry.get("reason"))} for entry in call.excluded]
+    context = {
+        "call": call,
+        "run": run,
+        "project": run.project,
+        "title": f"Call {call.seq} · Run {run.key}",
+        "analysis": analysis,
+        "cache": cache,
+        "gauge": shapes.gauge(analysis.get("buckets"), call.budget),
+        "table": table,
+        "rows": shown,
+        "hidden_rows": len(table["rows"]) - len(shown),
+        "strip": shapes.prefix_strip(table["rows"], cache),
+        "invalidation": _invalidation(call, cache),
+        "excluded": excluded,
+        "conflicts": [
+            {**conflict, "help": help.finding_help(conflict["type"])}
+            for conflict in analysis.get("conflicts") or []
+        ],
+        "findings": findings,
+        "neighbours": neighbours,
+        "call_count": run.call_count,
+    }
+    return render_page(request, "ctxview/call.html", context, regions=("page", "items"))
+
+
+@ui_view
+def call_content(request: HttpRequest, call_id: int) -> HttpResponse:
+    """One item's content (escaped, bounded), for the panel beside the items table."""
+    call = get_call_for_user(request.user, call_id)
+    items = call.full_items()
+    if not items:
+        raise BadParameter("this call has no items")
+    position = int_param(request.GET, "pos", None, 0, len(items) - 1)
+    if position is None:
+        raise BadParameter("pos (the item's position in the window) is required")
+    item = items[position]
+    text = load.contents(call.project_id, [item["hash"]]).get(item["hash"])
+    context = {
+        "call": call,
+        "run": call.run,
+        "item": item,
+        "text": text[:CONTENT_SHOWN] if text is not None else None,
+        "cut": text is not None and len(text) > CONTENT_SHOWN,
+        "item_url": load.item_url(call.run_id, item["id"]),
+    }
+    return render(request, "ctxview/call.html#content", context)

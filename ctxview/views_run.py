@@ -1,0 +1,232 @@
+"""Run pages: the overview and its panels, live updates, Explain this turn, Compare, and Item."""
+
+from django.db.models import Count, Max
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django_htmx.http import HttpResponseStopPolling, trigger_client_event
+
+from ctxview import analysis
+from ctxview.access import get_run_for_user
+from ctxview.panels import (
+    BadParameter,
+    compare,
+    diff,
+    explain,
+    help,
+    int_param,
+    item,
+    load,
+    overview,
+    run_panels,
+)
+from ctxview.views_common import render_page, ui_view
+from ingest.models import Run
+
+POLL_SECONDS = 3
+
+
+def _run_context(run: Run) -> dict:
+    peak = run.calls.aggregate(peak=Max("prompt_total"))["peak"]
+    last = run.calls.filter(seq__isnull=False).order_by("-seq").values_list("budget", flat=True).first()
+    limit = (last or {}).get("limit")
+    severities = dict(
+        run.findings.values_list("severity").annotate(n=Count("id")).values_list("severity", "n")
+    )
+    findings = {name: severities.get(name, 0) for name in ("error", "warning", "info")}
+    state = overview.status(run.call_count, run.analysed_seq, run.updated_at, timezone.now())
+    fields = {
+        "call_count": run.call_count,
+        "turn_count": run.turn_count,
+        "prompt_total": run.prompt_total,
+        "accounting": run.accounting,
+    }
+    return {
+        "run": run,
+        "project": run.project,
+        "title": f"Run {run.key}",
+        "kpis": overview.kpis(fields, peak, limit, findings),
+        "status": state,
+        "poll_seconds": POLL_SECONDS,
+        "panels": list(run_panels().values()),
+        "derived": run.calls.exclude(manifest_source="explicit").exists(),
+    }
+
+
+@ui_view
+def run(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_run_for_user(request.user, run_id)
+    return render_page(request, "ctxview/run.html", _run_context(run), regions=("page", "kpis"))
+
+
+@ui_view
+def run_live(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The KPI strip while a run is still receiving calls: 204 when nothing changed, 286 once it is idle.
+
+    The page sends the counts it shows; when they changed the strip comes back with a ``run-updated``
+    event, which makes the panels reload themselves.
+    """
+    run = get_run_for_user(request.user, run_id)
+    seen_calls = int_param(request.GET, "calls", 0, 0, 2**31)
+    seen_analysed = int_param(request.GET, "analysed", 0, 0, 2**31)
+    context = _run_context(run)
+    changed = (seen_calls, seen_analysed) != (run.call_count, run.analysed_seq)
+    if not changed and context["status"] != "idle":
+        return HttpResponse(status=204)
+    response = render(request, "ctxview/run.html#kpis", context)
+    if changed:
+        trigger_client_event(response, "run-updated")
+    if context["status"] == "idle":
+        # The last strip, without the poller; 286 tells htmx to stop polling.
+        stop = HttpResponseStopPolling()
+        stop.content = response.content
+        for header in ("HX-Trigger", "Content-Type"):
+            if header in response:
+                stop[header] = response[header]
+        return stop
+    return response
+
+
+@ui_view
+def run_panel(request: HttpRequest, run_id: int, slug: str) -> HttpResponse:
+    run = get_run_for_user(request.user, run_id)
+    panel = run_panels().get(slug)
+    if panel is None:
+        raise Http404("no such panel")
+    params = panel.params(request.GET)
+    result = panel.compute(panel.load(run, params), params)
+    context = {"run": run, "panel": panel, "result": result, "params": params}
+    return render(request, panel.template, context)
+
+
+@ui_view
+def explain_turn(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_run_for_user(request.user, run_id)
+    if not run.turn_count:
+        raise BadParameter("this run has no numbered turns yet")
+    turn = int_param(request.GET, "turn", run.turn_count, 1, run.turn_count)
+    current = load.last_call_of_turn(run, turn)
+    if current is None:
+        raise BadParameter(f"turn {turn} has no calls in this run")
+    previous = run.calls.filter(seq__isnull=False, turn__lt=turn).order_by("-seq").first()
+    first = run.calls.filter(seq__isnull=False).order_by("seq").first()
+    turn_rows = load.series(run, turn=turn)
+    seqs = [row["seq"] for row in turn_rows]
+    findings = [f for f in load.findings(run) if f["call_seq"] in seqs]
+    result = explain.explain(
+        load.call_dict(current),
+        load.call_dict(previous) if previous else None,
+        load.call_dict(first),
+        explain.history(load.manifests(run, up_to_seq=current.seq)),
+        turn_rows,
+        findings,
+        load.item_url(run.id, ""),
+    )
+    context = {
+        "run": run,
+        "project": run.project,
+        "title": f"Turn {turn} · Run {run.key}",
+        "turn": turn,
+        "current": current,
+        "previous": previous,
+        "first": first,
+        "result": result,
+        "previous_turn": turn - 1 if turn > 1 else None,
+        "next_turn": turn + 1 if turn < run.turn_count else None,
+        "reasons": help.REASONS,
+    }
+    return render_page(request, "ctxview/explain.html", context)
+
+
+def _call_pair(request: HttpRequest, run: Run) -> tuple[int, int]:
+    if not run.call_count:
+        raise BadParameter("this run has no calls yet")
+    b = int_param(request.GET, "b", run.call_count, 1, run.call_count)
+    a = int_param(request.GET, "a", max(1, b - 1), 1, run.call_count)
+    return a, b
+
+
+@ui_view
+def compare_calls(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_run_for_user(request.user, run_id)
+    a, b = _call_pair(request, run)
+    calls = load.calls_by_seq(run, {a, b})
+    if a not in calls or b not in calls:
+        raise BadParameter("both calls must be numbered calls of this run")
+    result = compare.compare(calls[a], calls[b], load.item_url(run.id, ""))
+    context = {
+        "run": run,
+        "project": run.project,
+        "title": f"Compare calls {a} and {b} · Run {run.key}",
+        "a": calls[a],
+        "b": calls[b],
+        "result": result,
+        "call_count": run.call_count,
+    }
+    return render_page(request, "ctxview/compare.html", context, regions=("page", "comparison"))
+
+
+@ui_view
+def compare_item(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The diff of one item between the two compared calls (loaded on demand)."""
+    run = get_run_for_user(request.user, run_id)
+    a, b = _call_pair(request, run)
+    item_id = request.GET.get("item") or ""
+    calls = load.calls_by_seq(run, {a, b})
+    before = next((i for i in calls.get(a, {}).get("items", []) if i["id"] == item_id), None)
+    after = next((i for i in calls.get(b, {}).get("items", []) if i["id"] == item_id), None)
+    if before is None or after is None:
+        raise BadParameter("item must be the id of an item in both calls")
+    texts = load.contents(run.project_id, [before["hash"], after["hash"]])
+    context = {
+        "before": before,
+        "after": after,
+        "diff": diff.segments(texts[before["hash"]], texts[after["hash"]])
+        if before["hash"] in texts and after["hash"] in texts
+        else None,
+        "missing_content": before["hash"] not in texts or after["hash"] not in texts,
+        "label_before": f"call {a}",
+        "label_after": f"call {b}",
+    }
+    return render(request, "ctxview/diff.html", context)
+
+
+@ui_view
+def item_page(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_run_for_user(request.user, run_id)
+    item_id = request.GET.get("id") or ""
+    if not item_id:
+        raise BadParameter("id (the item's id) is required, e.g. ?id=fact:affected-shard")
+    if len(item_id) > 500:
+        raise BadParameter("id must be at most 500 characters")
+    calls = [
+        (seq, load.expanded(items), excluded, source)
+        for seq, _turn, items, excluded, source in load.manifests(run)
+    ]
+    lifecycle = analysis.item_lifecycle(item_id, calls)
+    if lifecycle["first_seq"] is None and not lifecycle["excluded"]:
+        raise Http404("no such item in this run")
+    ids = {seq: (call_id, turn) for call_id, seq, turn in run.calls.values_list("id", "seq", "turn")}
+    turns = {seq: turn for seq, (_, turn) in ids.items()}
+    urls = {seq: load.call_url(call_id) for seq, (call_id, _) in ids.items()}
+    result = item.story(lifecycle, turns, urls)
+    hashes = []
+    for _seq, items, _excluded, _source in calls:
+        for entry in items:
+            if entry["id"] == item_id and entry["hash"] not in hashes:
+                hashes.append(entry["hash"])
+    texts = load.contents(run.project_id, hashes[:20])
+    versions = [{"hash": value, "text": texts.get(value)} for value in hashes[:20]]
+    findings = [f for f in load.findings(run) if f["item_id"] == item_id]
+    context = {
+        "run": run,
+        "project": run.project,
+        "title": f"Item {item_id} · Run {run.key}",
+        "item_id": item_id,
+        "result": result,
+        "figure": item.figure(result),
+        "contents": versions,
+        "more_versions": len(hashes) > 20,
+        "findings": [{**f, "help": help.finding_help(f["type"])} for f in findings],
+    }
+    return render_page(request, "ctxview/item.html", context)
