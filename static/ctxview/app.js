@@ -1,0 +1,40 @@
+/* Page behaviour that needs a script: keyboard shortcuts for links that declare one
+ * (data-hotkey="ArrowLeft", "Shift+ArrowRight", ...), and a visible message when the server
+ * cannot be reached. Error pages (400/404/500) are swapped in by htmx itself (see base.html). */
+(function () {
+  "use strict";
+
+  function typing(target) {
+    var tag = target && target.tagName;
+    return tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || (target && target.isContentEditable);
+  }
+
+  document.addEventListener("keydown", function (event) {
+    if (event.defaultPrevented || event.altKey || event.ctrlKey || event.metaKey || typing(event.target)) return;
+    var key = (event.shiftKey ? "Shift+" : "") + event.key;
+    var links = document.querySelectorAll("#page [data-hotkey]");
+    for (var i = 0; i < links.length; i++) {
+      if (links[i].dataset.hotkey === key) {
+        event.preventDefault();
+        links[i].click();
+        return;
+      }
+    }
+  });
+
+  function status(text) {
+    var el = document.getElementById("net-status");
+    if (el) el.textContent = text;
+  }
+
+  document.addEventListener("htmx:sendError", function (event) {
+    status("The server could not be reached. Check that ctxview is running, then retry.");
+    var target = event.detail && event.detail.target;
+    if (target && target.id !== "page" && target.classList.contains("panel-body")) {
+      target.textContent = "Could not load this panel: the server did not answer. Reload the page to retry.";
+    }
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    if (event.detail && event.detail.successful) status("");
+  });
+})();
