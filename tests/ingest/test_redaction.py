@@ -31,12 +31,15 @@ def everything_stored() -> str:
 def request_with(text: str, number: int = 1) -> ExportTraceServiceRequest:
     request = ExportTraceServiceRequest()
     factories.chat_span(
-        request, trace_id=TRACE, number=number, messages=[user_message(text)],
+        request,
+        trace_id=TRACE,
+        number=number,
+        messages=[user_message(text)],
         attributes={"gen_ai.conversation.id": "c", "input.value": text, "gen_ai.usage.input_tokens": 50},
     )
-    request.resource_spans[0].scope_spans[0].spans[0].events.add(name="gen_ai.content.prompt").attributes.append(
-        factories.kv("gen_ai.prompt", text)
-    )
+    request.resource_spans[0].scope_spans[0].spans[0].events.add(
+        name="gen_ai.content.prompt"
+    ).attributes.append(factories.kv("gen_ai.prompt", text))
     return request
 
 
