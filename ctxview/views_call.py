@@ -80,6 +80,9 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
     around = list(run.calls.filter(seq__isnull=False).values_list("seq", "turn", "id"))
     neighbours = shapes.neighbours(around, call.seq) if call.seq is not None else {}
     excluded = [{**entry, "reason_help": help.reason_help(entry.get("reason"))} for entry in call.excluded]
+    reasons: dict[str, int] = {}
+    for entry in call.excluded:
+        reasons[entry.get("reason") or ""] = reasons.get(entry.get("reason") or "", 0) + 1
     context = {
         "call": call,
         "run": run,
@@ -94,6 +97,7 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
         "strip": shapes.prefix_strip(table["rows"], cache),
         "invalidation": _invalidation(call, cache),
         "excluded": excluded,
+        "excluded_reasons": sorted(reasons.items(), key=lambda pair: -pair[1]),
         "conflicts": [
             {**conflict, "help": help.finding_help(conflict["type"])}
             for conflict in analysis.get("conflicts") or []

@@ -116,6 +116,12 @@ def prefix_strip(rows: Sequence[Mapping[str, Any]], cache: Mapping[str, Any] | N
         return None
     weights = [max(row["tokens"] or 0, 1) for row in rows]
     total = sum(weights)
+    # The invalidator may be a few tokens in a window of thousands: give it at least 1 % of the strip.
+    weights = [
+        max(weight, total // 100) if row["invalidator"] else weight
+        for row, weight in zip(rows, weights, strict=True)
+    ]
+    total = sum(weights)
     cells: list[dict] = []
     offset = 0
     for row, weight in zip(rows, weights, strict=True):
