@@ -1,119 +1,31 @@
-"""Ingest benchmark: POST pre-encoded OTLP/protobuf batches of ~4 KB LLM spans and print figures.
+"""Load benchmark: POST pre-encoded OTLP/protobuf batches of ~4 KB LLM spans and time what follows.
 
-    .venv/bin/python bench/load.py                      # embedded, then postgres + 1 worker (make bench)
-    .venv/bin/python bench/load.py --mode postgres --workers 2 --spans 40960
+    .venv/bin/python bench/load.py                      # embedded, then postgres + 1 worker
+    .venv/bin/python bench/load.py --mode postgres --workers 2 --spans 20000
     .venv/bin/python bench/load.py --endpoint http://127.0.0.1:6006/v1/traces   # any OTLP/HTTP server
 
 For ctxview modes the script starts a throwaway instance (temp data dir or database, gunicorn,
-Celery workers) and stops it at the end. For --endpoint it measures acceptance only.
+Celery workers), times until every span is stored, every call normalised (numbered in its run) and
+every run analysed, and stops it at the end. For --endpoint it measures acceptance only.
+bench/suite.py runs this and the other benchmarks and prints one table.
 """
 
 import argparse
-import contextlib
 import gzip
-import json
 import os
 import queue
-import random
 import signal
-import socket
-import sqlite3
-import struct
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psycopg
-import redis
 import requests
-from celery import Celery
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
-
-ROOT = Path(__file__).resolve().parent.parent
-BATCH_SIZE = 512
-SPANS_PER_TRACE = 50
-MODELS = [("openai", "gpt-4o"), ("anthropic", "claude-sonnet-4-5"), ("gcp.gemini", "gemini-2.5-pro")]
-
-# --- Payload -------------------------------------------------------------------------------------
-
-
-def make_vocabulary(rng: random.Random, size: int = 5000) -> list[str]:
-    # Random pseudo-words: text that gzip shrinks about as much as real prose, not 100x.
-    letters = "etaoinshrdlucmfwypvbgkjqxz"
-    weights = [26 - i for i in range(26)]
-    return ["".join(rng.choices(letters, weights, k=rng.randint(2, 10))) for _ in range(size)]
-
-
-def text(rng: random.Random, vocabulary: list[str], chars: int) -> str:
-    return " ".join(rng.choices(vocabulary, k=max(1, chars // 6)))
-
-
-def attribute(key: str, value: str | int) -> KeyValue:
-    if isinstance(value, int):
-        return KeyValue(key=key, value=AnyValue(int_value=value))
-    return KeyValue(key=key, value=AnyValue(string_value=value))
-
-
-def build_batches(total_spans: int, seed: int = 1) -> list[bytes]:
-    """Serialized ExportTraceServiceRequests of BATCH_SIZE chat spans, SPANS_PER_TRACE per trace."""
-    rng = random.Random(seed)
-    vocabulary = make_vocabulary(rng)
-    run = os.urandom(8)  # a fresh id prefix per run: re-runs against one server never collide
-    now = time.time_ns()
-    batches, request, system_prompt, provider, model = [], None, "", "", ""
-    for index in range(total_spans):
-        trace, position = divmod(index, SPANS_PER_TRACE)
-        if index % BATCH_SIZE == 0:
-            request = ExportTraceServiceRequest()
-            resource_spans = request.resource_spans.add()
-            resource_spans.resource.attributes.extend(
-                [attribute("service.name", "bench-agent"), attribute("telemetry.sdk.language", "python")]
-            )
-            scope_spans = resource_spans.scope_spans.add()
-            scope_spans.scope.name, scope_spans.scope.version = "bench.genai", "1.0"
-            batches.append(request)
-        if position == 0 or index % BATCH_SIZE == 0:
-            # One conversation per trace: same system prompt and model for all its spans.
-            trace_rng = random.Random(f"{seed}-{trace}")
-            system_prompt = text(trace_rng, vocabulary, 500)
-            provider, model = trace_rng.choice(MODELS)
-        messages = [
-            {"role": "system", "parts": [{"type": "text", "content": system_prompt}]},
-            {"role": "user", "parts": [{"type": "text", "content": text(rng, vocabulary, 1000)}]},
-            {"role": "assistant", "parts": [{"type": "text", "content": text(rng, vocabulary, 700)}]},
-            {"role": "user", "parts": [{"type": "text", "content": text(rng, vocabulary, 700)}]},
-        ]
-        span: Span = scope_spans.spans.add()
-        span.trace_id = run + struct.pack(">Q", trace + 1)
-        span.span_id = struct.pack(">Q", index + 1)
-        if position:
-            span.parent_span_id = struct.pack(">Q", trace * SPANS_PER_TRACE + 1)
-        span.name, span.kind = f"chat {model}", Span.SPAN_KIND_CLIENT
-        span.start_time_unix_nano = now + index * 1_000_000
-        span.end_time_unix_nano = span.start_time_unix_nano + rng.randint(200, 9000) * 1_000_000
-        span.attributes.extend(
-            [
-                attribute("gen_ai.operation.name", "chat"),
-                attribute("gen_ai.provider.name", provider),
-                attribute("gen_ai.request.model", model),
-                attribute("gen_ai.response.model", model),
-                attribute("gen_ai.conversation.id", f"conv-{run.hex()}-{trace}"),
-                attribute("gen_ai.usage.input_tokens", rng.randint(500, 20000)),
-                attribute("gen_ai.usage.output_tokens", rng.randint(20, 2000)),
-                attribute("gen_ai.usage.cache_read.input_tokens", rng.randint(0, 15000)),
-                attribute("gen_ai.input.messages", json.dumps(messages)),
-            ]
-        )
-    return [request.SerializeToString() for request in batches]
-
+from payloads import BATCH_SIZE, build_batches, span_counts
+from servers import Ctxview, MemoryPeaks, MemorySampler, Phoenix, throwaway_ctxview
 
 # --- Posting -------------------------------------------------------------------------------------
 
@@ -161,10 +73,10 @@ def post_all(
                         result.accepted_spans += count
                     else:
                         result.failures[outcome] += 1
-                if outcome == 503 and retry_after:  # what OTLP exporters do: wait, then send again
+                if outcome in (429, 503):  # what OTLP exporters do: wait, then send again
                     with lock:
                         result.retries += 1
-                    time.sleep(min(float(retry_after), 30))
+                    time.sleep(min(float(retry_after or 1), 30))
                     continue
                 break
 
@@ -178,133 +90,159 @@ def post_all(
     return result
 
 
-def wait_until_stored(count_spans: Callable[[], int], expected: int, timeout: float) -> tuple[bool, int]:
-    """Poll the span table until it holds ``expected`` rows; (reached, last count)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        stored = count_spans()
-        if stored >= expected or time.monotonic() > deadline:
-            return stored >= expected, stored
-        time.sleep(0.1)
+# --- One load, timed -----------------------------------------------------------------------------
 
 
-# --- A throwaway ctxview -------------------------------------------------------------------------
+@dataclass
+class LoadResult:
+    label: str
+    spans: int
+    batches: int
+    wire_bytes: int
+    posted: PostResult
+    stored_s: float | None = None  # every accepted span stored (queryable)
+    normalised_s: float | None = None  # every call stored and numbered in its run
+    analysed_s: float | None = None  # every run's analysed_seq == call_count
+    memory: dict[str, MemoryPeaks] = field(default_factory=dict)
+    load_before: float = 0.0
+    load_after: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def done_s(self) -> float | None:
+        """Seconds until the end-to-end goal: analysed for ctxview, stored (queryable) for the rest."""
+        return self.analysed_s if self.analysed_s is not None else self.stored_s
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def timed_load(
+    label: str,
+    url: str,
+    key: str | None,
+    bodies: list[bytes],
+    spans: list[int],
+    milestones: Callable[[int], dict[str, bool]] | None,
+    clients: int,
+    use_gzip: bool,
+    timeout: float,
+    memory_groups: dict[str, set[int]] | None = None,
+    poll_interval: float = 0.2,
+) -> LoadResult:
+    """Post the load and time, from the first POST, when each of ``milestones(expected)`` first holds.
+
+    ``milestones`` reads the server's progress and compares it with ``expected``: every span sent until
+    posting ends, then the spans accepted.
+    """
+    result = LoadResult(label, sum(spans), len(bodies), sum(map(len, bodies)), PostResult())
+    result.load_before = os.getloadavg()[0]
+    reached: dict[str, float] = {}
+    expected = [sum(spans)]
+    failed: Counter = Counter()
+    posting_done = threading.Event()
+    stop = threading.Event()
+    started = time.perf_counter()
+
+    def poll() -> None:
+        while not stop.is_set():
+            now = time.perf_counter() - started
+            try:
+                state = milestones(expected[0]) if milestones else {}
+            except Exception as exc:  # the server is busy or restarting; try again
+                failed[f"{type(exc).__name__}: {exc}"[:200]] += 1
+                state = {}
+            for name, done in state.items():
+                if done and name not in reached:
+                    reached[name] = now
+            if posting_done.is_set() and (not state or all(state.values())):
+                return
+            if now > timeout:
+                result.notes.append(f"gave up after {timeout:.0f} s: {state}")
+                return
+            stop.wait(poll_interval)
+
+    with MemorySampler(memory_groups or {}) as sampler:
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        result.posted = post_all(url, key, bodies, spans, clients, use_gzip)
+        expected[0] = result.posted.accepted_spans
+        posting_done.set()
+        poller.join()
+        stop.set()
+    result.memory = sampler.peaks
+    result.stored_s = reached.get("stored")
+    result.normalised_s = reached.get("normalised")
+    result.analysed_s = reached.get("analysed")
+    result.load_after = os.getloadavg()[0]
+    result.notes += [f"progress query failed {count}x: {error}" for error, count in failed.items()]
+    if result.posted.failures:
+        result.notes.append(f"non-200 answers: {dict(result.posted.failures)}")
+    return result
 
 
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.2)
+def ctxview_milestones(instance: Ctxview) -> Callable[[int], dict[str, bool]]:
+    """Stored: every span; normalised: every call stored and numbered; analysed: every run analysed.
 
+    Every span of the load is a model call, so the calls expected are the spans accepted."""
 
-@contextlib.contextmanager
-def child_process(args: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen]:
-    """A child in its own process group (Ctrl-C reaches us only), stopped with its children at exit."""
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+    def milestones(expected: int) -> dict[str, bool]:
+        progress = instance.progress()
+        calls = expected
+        stored = progress.spans >= expected
+        normalised = (
+            stored
+            and progress.pending_batches == 0
+            and progress.calls >= calls
+            and progress.numbered_calls >= calls
         )
-        try:
-            yield process
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-                try:
-                    process.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
+        analysed = normalised and not progress.runs_behind
+        return {"stored": stored, "normalised": normalised, "analysed": analysed}
+
+    return milestones
 
 
-def manage(env: dict[str, str], *args: str) -> str:
-    command = [sys.executable, "manage.py", *args]
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-    if done.returncode:
-        raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
-    return done.stdout
+def phoenix_milestones(phoenix: Phoenix) -> Callable[[int], dict[str, bool]]:
+    """Stored: Phoenix's API counts every span accepted."""
+    return lambda expected: {"stored": phoenix.span_count() >= expected}
 
 
-@contextlib.contextmanager
-def postgres_database(admin_url: str) -> Iterator[str]:
-    name = f"ctxview_bench_{os.getpid()}"
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name}")
-        admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield admin_url.rsplit("/", 1)[0] + "/" + name
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+def load_ctxview(
+    mode: str, workers: int, bodies: list[bytes], spans: list[int], args: argparse.Namespace, after=None
+) -> LoadResult:
+    """The load against a throwaway ctxview; ``after(instance, result)`` runs before it is stopped."""
+    with throwaway_ctxview(
+        mode,
+        workers,
+        pg_admin_url=args.pg_admin_url,
+        redis_url=args.redis_url,
+        profile_dir=args.profile_dir,
+        py_spy=args.py_spy,
+    ) as instance:
+        result = timed_load(
+            instance.label,
+            instance.traces_url,
+            instance.key,
+            bodies,
+            spans,
+            ctxview_milestones(instance),
+            args.clients,
+            not args.no_gzip,
+            args.timeout,
+            instance.memory_groups(),
+        )
+        progress = instance.progress()
+        if progress.failed_batches:
+            result.notes.append(f"{progress.failed_batches} batches failed")
+        if progress.calls != result.posted.accepted_spans:
+            result.notes.append(f"{progress.calls} calls for {result.posted.accepted_spans} spans")
+        if after is not None:
+            after(instance, result)
+        return result
 
 
-@contextlib.contextmanager
-def throwaway_ctxview(args: argparse.Namespace, mode: str) -> Iterator[tuple[str, str, Callable[[], int]]]:
-    """Start ctxview in ``mode``; yield (traces URL, ingest key, a function counting stored spans)."""
-    with contextlib.ExitStack() as stack:
-        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"ctxview-bench-{mode}-")))
-        # No backpressure: measure how fast ctxview goes, not when it starts refusing.
-        env = {
-            **os.environ,
-            "CTXVIEW_DATA_DIR": str(folder / "data"),
-            "CTXVIEW_INGEST_MAX_PENDING_BATCHES": "0",
-        }
-        for name in ("DATABASE_URL", "CELERY_BROKER_URL"):  # embedded unless we say otherwise
-            env.pop(name, None)
-        if mode == "postgres":
-            env["DATABASE_URL"] = stack.enter_context(postgres_database(args.pg_admin_url))
-            env["CELERY_BROKER_URL"] = args.redis_url
-            redis.Redis.from_url(args.redis_url).flushdb()  # no tasks left over from an earlier run
-            stack.callback(lambda: redis.Redis.from_url(args.redis_url).flushdb())
-        manage(env, "migrate", "--noinput")
-        key = manage(env, "createproject", "bench").strip().splitlines()[-1]
-
-        if mode == "postgres":
-            nodes = [f"bench{i}-{os.getpid()}@localhost" for i in range(args.workers)]
-            for node in nodes:
-                worker = "-m celery -A ctxview worker --pool=prefork --concurrency=1 --loglevel=WARNING"
-                worker += f" --without-gossip --without-mingle -n {node}"
-                log = folder / f"{node.split('@')[0]}.log"
-                stack.enter_context(child_process([sys.executable, *worker.split()], env, log))
-            # Wait until every worker answers, so worker start-up is not part of the timings.
-            control = Celery(broker=args.redis_url).control
-            wait_for(lambda: len(control.ping(destination=nodes, timeout=0.5)) == len(nodes), "workers")
-
-        port = free_port()
-        web = f"-m gunicorn ctxview.wsgi:application -b 127.0.0.1:{port} --workers 2 --threads 4".split()
-        gunicorn = stack.enter_context(child_process([sys.executable, *web], env, folder / "web.log"))
-        url = f"http://127.0.0.1:{port}/v1/traces"
-
-        def web_answers() -> bool:
-            if gunicorn.poll() is not None:
-                raise RuntimeError("gunicorn exited:\n" + (folder / "web.log").read_text()[-3000:])
-            with contextlib.suppress(requests.RequestException):  # not listening yet, or still loading
-                return requests.get(url, timeout=5).status_code == 405
-            return False
-
-        wait_for(web_answers, "gunicorn")
-
-        if mode == "postgres":
-            connection = stack.enter_context(psycopg.connect(env["DATABASE_URL"], autocommit=True))
-        else:
-            database = folder / "data" / "ctxview.sqlite3"
-            connection = stack.enter_context(contextlib.closing(sqlite3.connect(database)))
-        yield url, key, lambda: connection.execute("SELECT count(*) FROM ingest_span").fetchone()[0]
+def load_endpoint(url: str, key: str | None, bodies: list[bytes], spans: list[int], args) -> LoadResult:
+    return timed_load(url, url, key, bodies, spans, None, args.clients, not args.no_gzip, args.timeout)
 
 
 # --- Report --------------------------------------------------------------------------------------
-
-COLUMNS = (
-    f"{'mode':<22} {'spans':>7} {'batches':>7} {'wire B/span':>11} {'accepted/s':>10} {'p50 ms':>7} "
-    f"{'p99 ms':>7} {'stored after s':>14} {'e2e spans/s':>11} {'non-200':>7} {'retries':>7}"
-)
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -312,74 +250,106 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else float("nan")
 
 
-def table_row(
-    label: str, bodies: list[bytes], spans: int, posted: PostResult, stored_after: float | None
-) -> str:
-    stored = f"{stored_after:.2f}" if stored_after else "-"
-    e2e = f"{spans / stored_after:.0f}" if stored_after else "-"
+def seconds(value: float | None) -> str:
+    return f"{value:.1f}" if value is not None else "-"
+
+
+LOAD_HEADER = (
+    "target",
+    "spans",
+    "accepted spans/s",
+    "POST p50/p99 ms",
+    "stored s",
+    "normalised s",
+    "analysed s",
+    "end-to-end spans/s",
+    "web RSS MiB",
+    "worker RSS MiB",
+    "load avg",
+)
+
+
+def load_row(result: LoadResult) -> tuple[str, ...]:
+    posted = result.posted
     p50, p99 = (percentile(posted.latencies, fraction) * 1000 for fraction in (0.5, 0.99))
+    done = result.done_s
+    end_to_end = f"{posted.accepted_spans / done:.0f}" if done else "-"
+    memory = result.memory
     return (
-        f"{label:<22} {spans:>7} {len(bodies):>7} {sum(map(len, bodies)) / spans:>11.0f} "
-        f"{posted.accepted_spans / posted.seconds:>10.0f} {p50:>7.1f} {p99:>7.1f} {stored:>14} {e2e:>11} "
-        f"{sum(posted.failures.values()):>7} {posted.retries:>7}"
+        result.label,
+        f"{result.spans}",
+        f"{posted.accepted_spans / posted.seconds:.0f}" if posted.seconds else "-",
+        f"{p50:.0f}/{p99:.0f}",
+        seconds(result.stored_s),
+        seconds(result.normalised_s),
+        seconds(result.analysed_s),
+        end_to_end,
+        memory["web"].mib() if "web" in memory else "-",
+        memory["worker"].mib() if "worker" in memory else "-",
+        f"{result.load_before:.1f}->{result.load_after:.1f}",
     )
 
 
-def run_one(args: argparse.Namespace, mode: str, bodies: list[bytes], spans: list[int]) -> str:
-    total = sum(spans)
-    if mode == "external":
-        posted = post_all(args.endpoint, args.key, bodies, spans, args.clients, not args.no_gzip)
-        stored_after = None
-    else:
-        with throwaway_ctxview(args, mode) as (url, key, count_spans):
-            started = time.perf_counter()
-            posted = post_all(url, key, bodies, spans, args.clients, not args.no_gzip)
-            reached, stored = wait_until_stored(count_spans, posted.accepted_spans, args.store_timeout)
-            stored_after = time.perf_counter() - started if reached else None
-            if not reached:
-                print(
-                    f"  {mode}: {stored} of {posted.accepted_spans} spans stored after {args.store_timeout}s"
-                )
-        if mode == "postgres":
-            mode = f"postgres ({args.workers} worker{'s' if args.workers > 1 else ''})"
-    if posted.failures:
-        print(f"  {mode}: non-200 answers: {dict(posted.failures)}")
-    return table_row(mode, bodies, total, posted, stored_after)
+def format_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """A Markdown table, columns padded to their widest cell."""
+    widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "| " + " | ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)) + " |"
+
+    return "\n".join([line(header), line(tuple("-" * width for width in widths)), *map(line, rows)])
 
 
-def parse_args() -> argparse.Namespace:
-    formatter = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
-    parser.add_argument("--mode", choices=["embedded", "postgres", "all"], default="all")
-    parser.add_argument("--spans", type=int, default=40 * BATCH_SIZE, help="total spans (default 20480)")
+def add_load_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--spans", type=int, default=20_000, help="spans in the load (default 20000)")
     parser.add_argument("--clients", type=int, default=4, help="posting threads")
-    parser.add_argument("--workers", type=int, default=1, help="Celery worker processes (postgres mode)")
-    parser.add_argument("--endpoint", help="OTLP/HTTP traces URL of another server: measure acceptance only")
-    parser.add_argument("--key", help="Bearer key for --endpoint")
     parser.add_argument("--no-gzip", action="store_true", help="send uncompressed protobuf")
-    parser.add_argument("--store-timeout", type=float, default=600, help="seconds to wait for storage")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for each load")
     parser.add_argument("--pg-admin-url", default="postgres://postgres@127.0.0.1:5432/postgres")
-    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
-    return parser.parse_args()
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/11")
+    parser.add_argument("--py-spy", type=os.path.abspath, help="py-spy executable: profile web and workers")
+    parser.add_argument("--profile-dir", type=os.path.abspath, help="where py-spy writes its flame graphs")
+
+
+def build_load(total_spans: int, use_gzip: bool) -> tuple[list[bytes], list[int]]:
+    started = time.perf_counter()
+    raw = build_batches(total_spans)
+    bodies = [gzip.compress(body, 6) for body in raw] if use_gzip else raw
+    raw_size, sent_size = (sum(map(len, batches)) / total_spans for batches in (raw, bodies))
+    took = time.perf_counter() - started
+    print(
+        f"load: {total_spans} spans in {len(raw)} batches of {BATCH_SIZE}, built in {took:.1f}s: "
+        f"{raw_size:.0f} B/span protobuf, {sent_size:.0f} B/span sent",
+        flush=True,
+    )
+    return bodies, span_counts(total_spans)
 
 
 def main() -> None:
-    args = parse_args()
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
+    parser.add_argument("--mode", choices=["embedded", "postgres", "all"], default="all")
+    parser.add_argument("--workers", type=int, default=1, help="Celery worker processes (postgres mode)")
+    parser.add_argument("--endpoint", help="OTLP/HTTP traces URL of another server: measure acceptance only")
+    parser.add_argument("--key", help="Bearer key for --endpoint")
+    add_load_arguments(parser)
+    args = parser.parse_args()
+    args.py_spy = Path(args.py_spy) if args.py_spy else None
+    args.profile_dir = Path(args.profile_dir) if args.profile_dir else None
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` stops the children
-    started = time.perf_counter()
-    raw = build_batches(args.spans)
-    bodies = [gzip.compress(body, 6) if not args.no_gzip else body for body in raw]
-    spans = [min(BATCH_SIZE, args.spans - i * BATCH_SIZE) for i in range(len(raw))]
-    raw_size, sent_size = (sum(map(len, batches)) / args.spans for batches in (raw, bodies))
-    took = time.perf_counter() - started
-    print(f"built {len(raw)} batches in {took:.1f}s: {raw_size:.0f} B/span protobuf, {sent_size:.0f} sent")
-    modes = ["external"] if args.endpoint else ["embedded", "postgres"] if args.mode == "all" else [args.mode]
+    bodies, spans = build_load(args.spans, not args.no_gzip)
     try:
-        rows = [run_one(args, mode, bodies, spans) for mode in modes]
+        if args.endpoint:
+            results = [load_endpoint(args.endpoint, args.key, bodies, spans, args)]
+        else:
+            modes = ["embedded", "postgres"] if args.mode == "all" else [args.mode]
+            results = [load_ctxview(mode, args.workers, bodies, spans, args) for mode in modes]
     except KeyboardInterrupt:
         sys.exit("interrupted; everything started was stopped")
-    print(COLUMNS)
-    print("\n".join(rows))
+    print(format_table(LOAD_HEADER, [load_row(result) for result in results]))
+    for result in results:
+        for note in result.notes:
+            print(f"  {result.label}: {note}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,387 @@
+"""Throwaway servers for the benchmarks: ctxview (embedded or PostgreSQL + Redis + Celery workers) and
+Arize Phoenix (from a virtualenv of its own), each stopped with all its children at the end; and the
+peak memory of their processes.
+"""
+
+import contextlib
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+import redis
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def child_process(
+    args: list[str], env: dict[str, str], log: Path, cwd: Path = ROOT
+) -> Iterator[subprocess.Popen]:
+    """A child in its own process group (Ctrl-C reaches us only), stopped with its children at exit."""
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            args, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            yield process
+        finally:
+            if Path(args[0]).name == "py-spy":  # it writes its output on SIGINT, not on SIGTERM
+                with contextlib.suppress(ProcessLookupError, subprocess.TimeoutExpired):
+                    process.send_signal(signal.SIGINT)
+                    process.wait(timeout=60)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+
+
+# --- Memory --------------------------------------------------------------------------------------
+
+
+def group_rss_kib(pgids: set[int]) -> dict[int, int]:
+    """Resident memory (KiB) of every live process whose process group is in ``pgids``, by pid."""
+    found = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        # After the command name: state, ppid, pgrp, ..., rss is field 24 (index 21 here).
+        if int(fields[2]) in pgids:
+            found[int(entry.name)] = int(fields[21]) * PAGE_KIB
+    return found
+
+
+@dataclass
+class MemoryPeaks:
+    """Peak RSS of a set of process groups: the largest single process and the largest group total."""
+
+    process_kib: int = 0
+    total_kib: int = 0
+
+    def mib(self) -> str:
+        return f"{self.process_kib / 1024:.0f}/{self.total_kib / 1024:.0f}" if self.total_kib else "-"
+
+
+@dataclass
+class MemorySampler:
+    """Samples the RSS of named sets of process groups in a thread, keeping the peaks."""
+
+    groups: dict[str, set[int]] = field(default_factory=dict)
+    interval: float = 0.25
+    peaks: dict[str, MemoryPeaks] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> None:
+        for name, pgids in self.groups.items():
+            rss = group_rss_kib(pgids)
+            peak = self.peaks.setdefault(name, MemoryPeaks())
+            peak.process_kib = max(peak.process_kib, max(rss.values(), default=0))
+            peak.total_kib = max(peak.total_kib, sum(rss.values()))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __enter__(self) -> "MemorySampler":
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+
+# --- ctxview -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Progress:
+    """Where a ctxview instance is with what it accepted."""
+
+    pending_batches: int
+    failed_batches: int
+    spans: int
+    calls: int
+    numbered_calls: int  # sum of the runs' call counts
+    runs: int
+    runs_behind: int  # runs whose analysed_seq < call_count
+
+
+PROGRESS_SQL = """
+SELECT (SELECT count(*) FROM ingest_rawbatch WHERE status = 'pending'),
+       (SELECT count(*) FROM ingest_rawbatch WHERE status = 'failed'),
+       (SELECT count(*) FROM ingest_span),
+       (SELECT count(*) FROM ingest_call),
+       (SELECT coalesce(sum(call_count), 0) FROM ingest_run),
+       (SELECT count(*) FROM ingest_run),
+       (SELECT count(*) FROM ingest_run WHERE analysed_seq < call_count)
+"""
+
+
+@dataclass
+class Ctxview:
+    """A running throwaway ctxview."""
+
+    label: str
+    base_url: str
+    key: str
+    env: dict[str, str]
+    folder: Path
+    web_pgid: int
+    worker_pgids: list[int]
+    execute: Callable[[str], list[tuple]]
+
+    @property
+    def traces_url(self) -> str:
+        return f"{self.base_url}/v1/traces"
+
+    def progress(self) -> Progress:
+        return Progress(*(int(value) for value in self.execute(PROGRESS_SQL)[0]))
+
+    def memory_groups(self) -> dict[str, set[int]]:
+        groups = {"web": {self.web_pgid}}
+        if self.worker_pgids:
+            groups["worker"] = set(self.worker_pgids)
+        return groups
+
+    def manage(self, *args: str) -> str:
+        return manage(self.env, *args)
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    command = [sys.executable, "manage.py", *args]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+@contextlib.contextmanager
+def postgres_database(admin_url: str) -> Iterator[str]:
+    name = f"ctxview_bench_{os.getpid()}"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield admin_url.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def _sqlite_executor(path: Path) -> Callable[[str], list[tuple]]:
+    connection = sqlite3.connect(path, timeout=30, check_same_thread=False)
+
+    def execute(sql: str) -> list[tuple]:
+        for _attempt in range(50):
+            try:
+                return connection.execute(sql).fetchall()
+            except sqlite3.OperationalError as exc:  # locked by a writer for longer than the timeout
+                if "locked" not in str(exc):
+                    raise
+                time.sleep(0.1)
+        raise RuntimeError("the SQLite database stayed locked")
+
+    return execute
+
+
+@contextlib.contextmanager
+def throwaway_ctxview(
+    mode: str,
+    workers: int = 1,
+    pg_admin_url: str = "postgres://postgres@127.0.0.1:5432/postgres",
+    redis_url: str = "redis://127.0.0.1:6379/11",
+    web_workers: int = 2,
+    web_threads: int = 4,
+    profile_dir: Path | None = None,
+    py_spy: Path | None = None,
+) -> Iterator[Ctxview]:
+    """Start ctxview in ``mode`` (``embedded`` or ``postgres``) under gunicorn, with ``workers`` Celery
+    worker processes in postgres mode. ``py_spy``: record the stacks of each into ``profile_dir``."""
+    label = f"ctxview PostgreSQL, {workers} worker{'s' * (workers > 1)}"
+    if mode == "embedded":
+        label = "ctxview embedded (SQLite)"
+    with contextlib.ExitStack() as stack:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"ctxview-bench-{mode}-")))
+        # No backpressure: measure how fast ctxview goes, not when it starts refusing.
+        env = {
+            **os.environ,
+            "CTXVIEW_DATA_DIR": str(folder / "data"),
+            "CTXVIEW_INGEST_MAX_PENDING_BATCHES": "0",
+            "CTXVIEW_LOG_LEVEL": "WARNING",
+        }
+        for name in ("DATABASE_URL", "CELERY_BROKER_URL"):  # embedded unless we say otherwise
+            env.pop(name, None)
+        if mode == "postgres":
+            env["DATABASE_URL"] = stack.enter_context(postgres_database(pg_admin_url))
+            env["CELERY_BROKER_URL"] = redis_url
+            redis.Redis.from_url(redis_url).flushdb()  # no tasks left over from an earlier run
+            stack.callback(lambda: redis.Redis.from_url(redis_url).flushdb())
+        manage(env, "migrate", "--noinput")
+        key = manage(env, "createproject", "bench").strip().splitlines()[-1]
+
+        def profiled(name: str, args: list[str]) -> list[str]:
+            if py_spy is None or profile_dir is None:
+                return args
+            # Collapsed stacks ("raw"): bench/profile.py sums them by function.
+            output = profile_dir / f"{mode}-{workers}-{name}.txt"
+            record = [str(py_spy), "record", "--subprocesses", "--rate", "100", "--format", "raw"]
+            return [*record, "-o", str(output), "--", *args]
+
+        worker_pgids = []
+        if mode == "postgres":
+            from celery import Celery
+
+            nodes = [f"bench{i}-{os.getpid()}@localhost" for i in range(workers)]
+            for number, node in enumerate(nodes):
+                worker = "-m celery -A ctxview worker --pool=prefork --concurrency=1 --loglevel=WARNING"
+                worker += f" --without-gossip --without-mingle --without-heartbeat -n {node}"
+                log = folder / f"worker{number}.log"
+                args = profiled(f"worker{number}", [sys.executable, *worker.split()])
+                worker_pgids.append(stack.enter_context(child_process(args, env, log)).pid)
+            # Wait until every worker answers, so worker start-up is not part of the timings.
+            control = Celery(broker=redis_url).control
+            wait_for(lambda: len(control.ping(destination=nodes, timeout=0.5)) == len(nodes), "workers")
+
+        port = free_port()
+        web = f"-m gunicorn ctxview.wsgi:application -b 127.0.0.1:{port}"
+        web += f" --workers {web_workers} --threads {web_threads}"
+        args = profiled("web", [sys.executable, *web.split()])
+        gunicorn = stack.enter_context(child_process(args, env, folder / "web.log"))
+        base_url = f"http://127.0.0.1:{port}"
+
+        def web_answers() -> bool:
+            if gunicorn.poll() is not None:
+                raise RuntimeError("gunicorn exited:\n" + (folder / "web.log").read_text()[-3000:])
+            with contextlib.suppress(requests.RequestException):  # not listening yet, or still loading
+                return requests.get(f"{base_url}/v1/traces", timeout=5).status_code == 405
+            return False
+
+        wait_for(web_answers, "gunicorn")
+
+        if mode == "postgres":
+            connection = stack.enter_context(psycopg.connect(env["DATABASE_URL"], autocommit=True))
+
+            def execute(sql: str) -> list[tuple]:
+                return connection.execute(sql).fetchall()
+        else:
+            execute = _sqlite_executor(folder / "data" / "ctxview.sqlite3")
+        yield Ctxview(label, base_url, key, env, folder, gunicorn.pid, worker_pgids, execute)
+
+
+# --- Arize Phoenix -------------------------------------------------------------------------------
+
+PHOENIX_COUNT_QUERY = "{ projects { edges { node { name recordCount } } } }"
+
+
+@dataclass
+class Phoenix:
+    """A running throwaway Phoenix (SQLite, its default)."""
+
+    base_url: str
+    pgid: int
+    folder: Path
+
+    @property
+    def traces_url(self) -> str:
+        return f"{self.base_url}/v1/traces"
+
+    def span_count(self) -> int:
+        """Spans Phoenix answers for through its GraphQL API (what its UI queries)."""
+        response = requests.post(f"{self.base_url}/graphql", json={"query": PHOENIX_COUNT_QUERY}, timeout=60)
+        response.raise_for_status()
+        edges = response.json()["data"]["projects"]["edges"]
+        return sum(edge["node"]["recordCount"] for edge in edges)
+
+    def version(self) -> str:
+        with contextlib.suppress(requests.RequestException, ValueError):
+            return requests.get(f"{self.base_url}/arize_phoenix_version", timeout=5).text.strip()
+        return "?"
+
+
+@contextlib.contextmanager
+def throwaway_phoenix(venv: Path, port: int = 6006) -> Iterator[Phoenix]:
+    """``phoenix serve`` from ``venv`` with a fresh working directory; its OTLP/HTTP receiver on ``port``."""
+    executable = venv / "bin" / "phoenix"
+    if not executable.exists():
+        raise RuntimeError(f"{executable} not found: pip install arize-phoenix into {venv} first")
+    if not port_is_free(port):
+        port = free_port()
+    with contextlib.ExitStack() as stack:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="phoenix-bench-")))
+        env = {
+            name: value
+            for name, value in os.environ.items()
+            if not name.startswith(("PHOENIX_", "OTEL_", "DATABASE_URL", "VIRTUAL_ENV"))
+        }
+        env |= {
+            "PATH": f"{venv / 'bin'}:{env.get('PATH', '')}",
+            "PHOENIX_WORKING_DIR": str(folder),
+            "PHOENIX_HOST": "127.0.0.1",
+            "PHOENIX_PORT": str(port),
+            "PHOENIX_GRPC_PORT": str(free_port()),
+            "PHOENIX_TELEMETRY_ENABLED": "false",
+            "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
+        }
+        log = folder.parent / f"{folder.name}.log"
+        process = stack.enter_context(child_process([str(executable), "serve"], env, log, cwd=folder))
+        stack.callback(lambda: log.unlink(missing_ok=True))
+        phoenix = Phoenix(f"http://127.0.0.1:{port}", process.pid, folder)
+
+        def ready() -> bool:
+            if process.poll() is not None:
+                raise RuntimeError("phoenix exited:\n" + log.read_text(errors="replace")[-3000:])
+            with contextlib.suppress(requests.RequestException, KeyError, ValueError):
+                phoenix.span_count()
+                return True
+            return False
+
+        wait_for(ready, "phoenix", timeout=180)
+        yield phoenix
