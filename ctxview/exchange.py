@@ -215,14 +215,7 @@ def _import_contents(project: Project, contents: dict) -> None:
 def _restore_run_state(run: Run, calls: list[Call]) -> None:
     """Totals and the carried state, as ingest would have left them after these calls."""
     for call in calls:
-        for name in USAGE_FIELDS:
-            value = getattr(call, name)
-            if value is None:
-                run.usage_unknown[name] = run.usage_unknown.get(name, 0) + 1
-            else:
-                setattr(run, name, (getattr(run, name) or 0) + value)
-        if call.model and call.model not in run.model_names:
-            run.model_names.append(call.model)
+        run.count_call(call.usage_dict(), call.model, call.agent_name)
     if calls:
         first, last = calls[0], calls[-1]
         run.call_count, run.turn_count = last.seq, max(call.turn or 0 for call in calls)

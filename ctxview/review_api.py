@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_http_methods
 
 from ctxview import exchange
 from ctxview.access import NotAuthenticated, api_projects, has_role
@@ -189,27 +189,17 @@ def call_bookmark(request: HttpRequest, call_id: int) -> HttpResponse:
 # --- Runs: export, CSV, delete, import -----------------------------------------------------------
 
 
-@require_GET
+@review_view(["GET"])
 def run_export(request: HttpRequest, run_id: int) -> HttpResponse:
-    try:
-        run = _readable_run(request, run_id)
-    except NotAuthenticated as exc:
-        return error(str(exc), 401)
-    except Refused as exc:
-        return error(str(exc), exc.status)
+    run = _readable_run(request, run_id)
     response = JsonResponse(exchange.export_run(run))
     response["Content-Disposition"] = f'attachment; filename="ctxview-run-{run.id}.json"'
     return response
 
 
-@require_GET
+@review_view(["GET"])
 def run_calls_csv(request: HttpRequest, run_id: int) -> HttpResponse:
-    try:
-        run = _readable_run(request, run_id)
-    except NotAuthenticated as exc:
-        return error(str(exc), 401)
-    except Refused as exc:
-        return error(str(exc), exc.status)
+    run = _readable_run(request, run_id)
     response = HttpResponse(exchange.calls_csv(run), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="ctxview-run-{run.id}-calls.csv"'
     return response

@@ -259,11 +259,7 @@ def _remove_replaced(runs: dict[str, Run], calls: list[Call]) -> set[int]:
     by_id = {run.id: run for run in runs.values()}
     for call in calls:
         run = by_id[call.run_id]
-        for name, value in call.usage_dict().items():
-            if value is None:
-                run.usage_unknown[name] = max(run.usage_unknown.get(name, 0) - 1, 0)
-            else:
-                setattr(run, name, (getattr(run, name) or 0) - value)
+        run.count_call(call.usage_dict(), sign=-1)
         run.calls.filter(start_ns__gte=call.start_ns).update(seq=None, turn=None)
         call.delete()
     return {call.run_id for call in calls}
@@ -411,16 +407,7 @@ def _call(project_id: int, run_id: int, record: CallRecord) -> Call:
 
 def _add_to_totals(runs: dict[str, Run], records: list[CallRecord]) -> None:
     for record in records:
-        run = runs[record.run_key]
-        for name, value in record.usage.to_dict().items():
-            if value is None:
-                run.usage_unknown[name] = run.usage_unknown.get(name, 0) + 1
-            else:
-                setattr(run, name, (getattr(run, name) or 0) + value)
-        if record.model and record.model not in run.model_names:
-            run.model_names.append(record.model)
-        if not run.agent_name and record.agent_name:
-            run.agent_name = record.agent_name
+        runs[record.run_key].count_call(record.usage.to_dict(), record.model, record.agent_name)
 
 
 def _renumber_after_late_invocations(project_id: int, operations: list[dict]) -> set[int]:

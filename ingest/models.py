@@ -215,6 +215,19 @@ class Run(models.Model):
     def usage_dict(self) -> dict:
         return {name: getattr(self, name) for name in self.USAGE_FIELDS}
 
+    def count_call(self, usage: dict, model: str = "", agent_name: str = "", sign: int = 1) -> None:
+        """Add a call's usage to the totals (``sign=-1`` takes it out); unknown figures are counted apart."""
+        for name in self.USAGE_FIELDS:
+            value = usage.get(name)
+            if value is None:
+                self.usage_unknown[name] = max(self.usage_unknown.get(name, 0) + sign, 0)
+            else:
+                setattr(self, name, (getattr(self, name) or 0) + sign * value)
+        if sign > 0 and model and model not in self.model_names:
+            self.model_names.append(model)
+        if sign > 0 and agent_name and not self.agent_name:
+            self.agent_name = agent_name
+
 
 class Call(models.Model):
     """One model request, its normalised usage and its manifest (items in render order)."""

@@ -14,29 +14,26 @@ from ingest.models import RawBatch, Run
 logger = logging.getLogger(__name__)
 
 
-@shared_task(
-    acks_late=True,
-    reject_on_worker_lost=True,
-    # Only faults that may pass: the database going away or being restarted.
-    autoretry_for=(OperationalError, InterfaceError),
-    retry_backoff=2,
-    retry_backoff_max=60,
-    max_retries=8,
-)
+# For tasks that are safe to run twice: redelivered if the worker dies, retried only on faults that may
+# pass (the database going away or being restarted).
+IDEMPOTENT = {
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "autoretry_for": (OperationalError, InterfaceError),
+    "retry_backoff": 2,
+    "retry_backoff_max": 60,
+    "max_retries": 8,
+}
+
+
+@shared_task(**IDEMPOTENT)
 def process_batch_task(*, batch_id: int) -> str:
     from ingest.store import process_batch
 
     return process_batch(batch_id)
 
 
-@shared_task(
-    acks_late=True,
-    reject_on_worker_lost=True,
-    autoretry_for=(OperationalError, InterfaceError),
-    retry_backoff=2,
-    retry_backoff_max=60,
-    max_retries=8,
-)
+@shared_task(**IDEMPOTENT)
 def analyse_run_task(*, run_id: int) -> int:
     from ingest.analyse import analyse_run
 
