@@ -1,0 +1,85 @@
+import json
+
+from ctxview.panels import presence
+
+
+def manifests():
+    return [
+        (1, 1, [{"id": "tool:a", "bucket": "tools"}, {"id": "m1", "bucket": "conversation"}], [], "explicit"),
+        (
+            2,
+            1,
+            [
+                {"id": "tool:a", "bucket": "tools"},
+                {"id": "m1", "bucket": "conversation", "mode": "summary"},
+                {"id": "rule", "kind": "rule", "bucket": "memory", "pinned": True},
+            ],
+            [{"id": "log", "reason": "budget"}],
+            "explicit",
+        ),
+        (3, 2, [{"id": "tool:a", "bucket": "tools"}], [{"id": "m1", "reason": "sliding_window"}], "derived"),
+    ]
+
+
+def test_the_index_records_each_items_state_per_call():
+    built = presence.index(manifests())
+    assert built["seqs"] == [1, 2, 3] and built["derived"] == 1
+    assert built["items"]["m1"]["states"] == {0: 1, 1: 3, 2: presence.EXCLUDED}
+    assert built["items"]["m1"]["reasons"] == {2: "sliding_window"}
+    assert built["items"]["log"]["bucket"] == "other" and not built["items"]["log"]["included"]
+    assert built["items"]["rule"]["pinned"]
+
+
+def test_rows_are_grouped_by_bucket_and_cells_say_what_happened():
+    result = presence.presence(presence.index(manifests()), item_base="/runs/1/item?id=")
+    assert result["labels"] == ["tool:a", "rule", "m1", "log"]
+    assert [group["bucket"] for group in result["groups"]] == ["tools", "memory", "conversation", "other"]
+    assert result["z"][2] == [1, 3, presence.EXCLUDED]
+    assert result["text"][2][2] == "call 3: excluded (sliding_window)"
+    assert result["z"][1] == [None, 1, None]  # absent cells are gaps
+    assert result["links"][0] == "/runs/1/item?id=tool%3Aa"
+
+
+def test_a_thousand_call_run_is_bounded_in_rows_and_columns():
+    calls = []
+    for seq in range(1, 1001):
+        window = [{"id": f"msg:{n}", "bucket": "conversation"} for n in range(max(1, seq - 80), seq + 1)]
+        window += [{"id": "pinned", "bucket": "memory", "pinned": True}]
+        gone = [{"id": f"msg:{seq - 81}", "reason": "sliding_window"}] if seq > 81 else []
+        calls.append((seq, seq // 4 + 1, window, gone, "explicit"))
+    built = presence.index(calls)
+    assert len(built["items"]) == 1001
+    result = presence.presence(built, flagged={"msg:500"})
+    assert result["columns"] <= presence.MAX_COLUMNS and result["bin"] == 5
+    assert result["rows"] == presence.ROWS and result["more"]
+    assert all(len(row) == result["columns"] for row in result["z"])
+    assert "pinned" in result["labels"] and "msg:500" in result["labels"]  # flagged and pinned first
+    cells = sum(1 for row in result["z"] for cell in row if cell is not None)
+    assert cells <= presence.ROWS * presence.MAX_COLUMNS
+    binned = next(text for text in result["text"][0] if text)
+    assert binned.startswith("calls ")
+    # What goes to the browser stays small whatever the run's length.
+    assert len(json.dumps(presence.figure(result))) < 400_000
+
+
+def test_the_filter_matches_ids_and_rows_can_grow():
+    built = presence.index(manifests())
+    assert presence.presence(built, query="TOOL")["labels"] == ["tool:a"]
+    assert presence.presence(built, rows=2)["rows"] == 2
+    assert presence.presence(built, query="nothing")["rows"] == 0
+
+
+def test_labels_are_escaped_shortened_and_kept_apart():
+    long = "x" * 60
+    calls = [(1, 1, [{"id": f"{long}a"}, {"id": f"{long}b"}, {"id": "<img src=x>"}], [], "explicit")]
+    labels = presence.presence(presence.index(calls))["labels"]
+    assert labels[0].endswith("…") and labels[1].endswith("… (2)")
+    assert labels[2] == "&lt;img src=x&gt;"
+
+
+def test_the_figure_is_a_heatmap_with_row_links():
+    result = presence.presence(presence.index(manifests()), item_base="/i?id=")
+    figure = presence.figure(result)
+    assert figure["data"][0]["type"] == "heatmap" and figure["data"][0]["hoverongaps"] is False
+    assert figure["links"]["rows"] == result["links"]
+    assert len(figure["layout"]["annotations"]) == len(result["groups"])

@@ -1,0 +1,24 @@
+"""The panels' shaping code imports no Django: only ``load`` (the reads) may."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PANELS = Path(__file__).resolve().parents[3] / "ctxview" / "panels"
+PURE = sorted(path for path in PANELS.glob("*.py") if path.name != "load.py")
+
+
+def imported(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("path", PURE, ids=lambda path: path.name)
+def test_panel_module_imports_no_django(path):
+    assert imported(path) & {"django", "ingest", "celery"} == set()

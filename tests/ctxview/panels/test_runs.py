@@ -1,0 +1,64 @@
+from datetime import UTC, datetime
+
+import pytest
+
+from ctxview.panels import BadParameter, runs
+
+CHOICES = (["svc-a"], ["m1"], ["fact_dropped"])
+
+
+def parse(**query):
+    return runs.parse(query, *CHOICES)
+
+
+def test_defaults_sort_newest_first_on_page_one():
+    assert parse() == {
+        "service": "",
+        "model": "",
+        "finding": "",
+        "since": None,
+        "until": None,
+        "sort": "-started",
+        "page": 1,
+    }
+
+
+def test_dates_without_a_time_cover_whole_days_in_utc():
+    filters = parse(
+        since="2026-11-24", until="2026-11-25", service="svc-a", model="m1", finding="fact_dropped"
+    )
+    assert filters["since"] == datetime(2026, 11, 24, tzinfo=UTC)
+    assert filters["until"].date().isoformat() == "2026-11-25" and filters["until"].hour == 23
+    assert parse(since="2026-11-24T09:30")["since"] == datetime(2026, 11, 24, 9, 30, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        ({"service": "nope"}, "no run of this project comes from a service called 'nope'"),
+        ({"model": "gpt-9"}, "no run of this project used a model called 'gpt-9'"),
+        ({"finding": "bogus"}, "finding must be one of the finding types (fact_dropped)"),
+        ({"since": "yesterday"}, "since must be a date (2026-11-30)"),
+        ({"since": "2026-11-25", "until": "2026-11-24"}, "since must come before until"),
+        ({"sort": "name"}, "sort must be one of started, calls"),
+        ({"page": "0"}, "page must be between 1 and"),
+        ({"page": "two"}, "page must be a whole number"),
+    ],
+)
+def test_bad_filters_say_what_is_wrong(query, message):
+    with pytest.raises(BadParameter, match=message.replace("(", r"\(").replace(")", r"\)")):
+        runs.parse(query, *CHOICES)
+
+
+def test_a_column_header_flips_its_own_sort_only():
+    links = runs.sort_links("-calls")
+    assert links["calls"] == "calls" and links["turns"] == "-turns"
+    assert runs.sort_links("calls")["calls"] == "-calls"
+
+
+def test_accounting_figures_tolerate_an_unanalysed_run():
+    assert runs.figures(None) == {"hit_rate": None, "cost": None}
+    assert runs.figures({"cache_hit_rate": 0.5, "cost_usd": {"with_cache": 1.25}}) == {
+        "hit_rate": 0.5,
+        "cost": 1.25,
+    }
