@@ -7,8 +7,9 @@ writes only what ingest writes (an import). A stranger's request is a 404, a mem
 """
 
 import json
-from functools import wraps
+from functools import partial, wraps
 
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
@@ -19,10 +20,12 @@ from ctxview import exchange
 from ctxview.access import NotAuthenticated, api_projects, has_role
 from ctxview.api import error, run_detail
 from ctxview.models import Bookmark, Label, Note, NoteRevision
+from ingest.analyse import config_for, invalidate
 from ingest.keys import key_from_request
 from ingest.models import Call, Membership, Project, Run
 from ingest.redact import PatternError, Redactor
 from ingest.retention import delete_runs
+from ingest.tasks import enqueue_analysis
 
 MAX_IMPORT_BYTES = 64 * 1024 * 1024
 
@@ -288,3 +291,50 @@ def project_policy(request: HttpRequest, slug: str) -> JsonResponse:
             "redaction_patterns": project.redaction_patterns,
         }
     )
+
+
+PRICE_FIELDS = ("input", "output", "cache_write_5m", "cache_write_1h", "cache_read")
+
+
+@review_view(["GET", "PUT"])
+def project_prices(request: HttpRequest, slug: str) -> JsonResponse:
+    """Prices per model (USD per million tokens): the built-in table with the project's own on top.
+
+    PUT replaces the project's own prices (an admin) and analyses every run of the project again."""
+    project = _project(request, slug)
+    if request.method == "PUT":
+        _require_role(request, project, Membership.Role.ADMIN)
+        rows = _body(request).get("prices")
+        if not isinstance(rows, list):
+            raise Refused(
+                'the body must be {"prices": [{"model": ..., "input": ..., "output": ...}, ...]}', 400
+            )
+        for index, row in enumerate(rows):
+            if not isinstance(row, dict) or not isinstance(row.get("model"), str) or not row["model"].strip():
+                raise Refused(f"prices[{index}] needs a model name", 400)
+            for name in PRICE_FIELDS:
+                value = row.get(name)
+                required = name in ("input", "output")
+                if (value is None and required) or (
+                    value is not None
+                    and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0)
+                ):
+                    raise Refused(
+                        f"prices[{index}].{name} must be a number of dollars per million tokens", 400
+                    )
+        project.prices = [
+            {"model": row["model"].strip(), **{n: row[n] for n in PRICE_FIELDS if n in row}} for row in rows
+        ]
+        project.save(update_fields=["prices"])
+        _reanalyse(project)
+    table = config_for(project).prices
+    return JsonResponse(
+        {"prices": [{"model": model, **price.to_dict()} for model, price in sorted(table.items())]}
+    )
+
+
+def _reanalyse(project: Project) -> None:
+    """Costs are summed along the analysis: new prices mean analysing every run from its first call."""
+    for run in Run.objects.filter(project=project).only("id", "analysed_seq"):
+        invalidate(run, 1)
+        transaction.on_commit(partial(enqueue_analysis, run.id), robust=True)

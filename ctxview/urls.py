@@ -25,6 +25,7 @@ urlpatterns = [
     path("api/v1/runs/<int:run_id>/calls.csv", review_api.run_calls_csv, name="cv-api-run-csv"),
     path("api/v1/projects/<slug:slug>/import", review_api.project_import, name="cv-api-project-import"),
     path("api/v1/projects/<slug:slug>/policy", review_api.project_policy, name="cv-api-project-policy"),
+    path("api/v1/projects/<slug:slug>/prices", review_api.project_prices, name="cv-api-project-prices"),
     path("login/", auth_views.LoginView.as_view(), name="cv-login"),
     path("logout/", auth_views.LogoutView.as_view(), name="cv-logout"),
     path("", views.projects, name="cv-projects"),

@@ -12,7 +12,17 @@ import zlib
 
 from django.db import transaction
 
-from ctxview.analysis import CallInput, OutdatedState, analyse_call, finalise_run, new_state
+from ctxview.analysis import (
+    DEFAULT_CONFIG,
+    PRICES,
+    AnalysisConfig,
+    CallInput,
+    OutdatedState,
+    analyse_call,
+    finalise_run,
+    new_state,
+    table_from_rows,
+)
 from ingest.models import AnalysisCheckpoint, Call, Content, Finding, Run
 
 logger = logging.getLogger(__name__)
@@ -117,7 +127,7 @@ class ContentCache:
 def analyse_run(run_id: int) -> int:
     """Analyse the run's calls that are not analysed yet; returns how many were. Safe to run twice."""
     with transaction.atomic():
-        run = Run.objects.select_for_update().filter(id=run_id).first()
+        run = Run.objects.select_for_update(of=("self",)).select_related("project").filter(id=run_id).first()
         if run is None:
             logger.info("run %s is gone; nothing to analyse", run_id)
             return 0
@@ -130,7 +140,15 @@ def analyse_run(run_id: int) -> int:
             return _analyse_from(run, 0, new_state())
 
 
+def config_for(project) -> AnalysisConfig:
+    """The analysis settings of a project: its own prices over the built-in table."""
+    if not project.prices:
+        return DEFAULT_CONFIG
+    return AnalysisConfig(prices={**PRICES, **table_from_rows(project.prices)})
+
+
 def _analyse_from(run: Run, after: int, state: dict) -> int:
+    config = config_for(run.project)
     Finding.objects.filter(run=run).filter(call_seq__gt=after).delete()
     Finding.objects.filter(run=run, call_seq__isnull=True).delete()
     analysed = 0
@@ -154,7 +172,7 @@ def _analyse_from(run: Run, after: int, state: dict) -> int:
         findings = []
         checkpoints = []
         for call in chunk:
-            result, state = analyse_call(state, _input(call, cache.contents_for(call, state)))
+            result, state = analyse_call(state, _input(call, cache.contents_for(call, state)), config)
             outcome = result.to_dict()
             call.analysis = {key: outcome[key] for key in ("buckets", "cache", "conflicts")}
             findings += [_finding(run, finding) for finding in outcome["findings"]]
@@ -167,7 +185,7 @@ def _analyse_from(run: Run, after: int, state: dict) -> int:
         )
         analysed += len(chunk)
         previous, after = chunk[-1], chunk[-1].seq
-    final = finalise_run(state)
+    final = finalise_run(state, config)
     Finding.objects.bulk_create([_finding(run, finding) for finding in final["findings"]])
     run.analysed_seq = after
     run.analysis_state = pack(state)

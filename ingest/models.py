@@ -27,6 +27,9 @@ class Project(models.Model):
     hash_only = models.BooleanField(default=False)
     # [name, regular expression] pairs masked in every string before a batch is stored.
     redaction_patterns = models.JSONField(default=default_redaction_patterns)
+    # The project's own prices per model (USD per million tokens), over the built-in table:
+    # [{"model", "input", "output", "cache_write_5m", "cache_write_1h", "cache_read"}].
+    prices = models.JSONField(default=list)
 
     def __str__(self) -> str:
         return self.slug

@@ -28,7 +28,13 @@ def run(send, project):  # noqa: F811
             trace_id=TRACE,
             number=number,
             messages=[user_message(f"question {n}") for n in range(1, number + 1)],
-            attributes={"gen_ai.conversation.id": "review", "gen_ai.usage.input_tokens": 100 * number},
+            attributes={
+                "gen_ai.conversation.id": "review",
+                "gen_ai.usage.input_tokens": 100 * number,
+                "gen_ai.usage.cache_read.input_tokens": 0,
+                "gen_ai.usage.cache_creation.input_tokens": 0,
+                "gen_ai.usage.output_tokens": 10,
+            },
         )
         send(request)
     return Run.objects.get(project=project)
@@ -320,3 +326,41 @@ def test_an_export_and_an_sdk_manifest_validate_against_their_published_schemas(
     manifest_schema = json.loads((schemas / "manifest-v1.schema.json").read_text())
     for sdk_span in memory.get_finished_spans():
         jsonschema.validate(json.loads(sdk_span.attributes["ctxview.manifest"]), manifest_schema)
+
+
+def test_an_admin_edits_prices_and_every_run_is_costed_again(
+    client, run, people, django_capture_on_commit_callbacks
+):
+    run.refresh_from_db()
+    before = run.accounting["cost_usd"]["with_cache"]
+    prices = client.get("/api/v1/projects/alpha/prices", HTTP_AUTHORIZATION="").status_code
+    assert prices == 401
+    admin = as_user(client, people["admin"])
+    table = admin.get("/api/v1/projects/alpha/prices").json()["prices"]
+    assert any(row["model"].startswith("claude-sonnet-4") and row["source"]["input"] for row in table)
+    body = {"prices": [{"model": "m1", "input": 10, "output": 50, "cache_read": 1, "cache_write_5m": 12.5}]}
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin.put(
+            "/api/v1/projects/alpha/prices", json.dumps(body), content_type="application/json"
+        )
+    assert response.status_code == 200, response.content
+    edited = next(row for row in response.json()["prices"] if row["model"] == "m1")
+    assert (edited["input"], edited["source"]["input"]) == (10.0, "edited by a user")
+    run.refresh_from_db()
+    assert before is None  # "m1" had no price before: the cost was unknown, not 0
+    # 600 input tokens at $10 and 30 output tokens at $50 per million.
+    assert run.accounting["cost_usd"]["with_cache"] == pytest.approx(0.0075)
+    assert run.analysed_seq == run.call_count
+    bad = admin.put(
+        "/api/v1/projects/alpha/prices",
+        '{"prices": [{"model": "m1", "input": -1, "output": 1}]}',
+        content_type="application/json",
+    )
+    assert bad.status_code == 400 and "prices[0].input" in bad.json()["error"]
+    editor = as_user(client, people["editor"])
+    assert (
+        editor.put(
+            "/api/v1/projects/alpha/prices", json.dumps(body), content_type="application/json"
+        ).status_code
+        == 403
+    )
