@@ -4,9 +4,12 @@ The runs are committed once per test module (outside the per-test transactions, 
 test adds) and deleted when the module is done.
 """
 
+from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
+from django.test import Client
+from django.utils import timezone
 
 from ingest.models import Run
 from tests import factories
@@ -22,6 +25,8 @@ def inspect(django_db_setup, django_db_blocker):
         other, _ = factories.project_with_key("elsewhere", owner=stranger)
         ui_data.post(ui_data.demo_requests(), key)
         ui_data.post(ui_data.hostile_requests(), key)
+        # Received an hour ago: idle runs (a test that wants a live one says so).
+        Run.objects.filter(project=project).update(updated_at=timezone.now() - timedelta(hours=1))
         runs = {run.key: run for run in Run.objects.filter(project=project)}
         try:
             yield SimpleNamespace(
@@ -50,6 +55,8 @@ def viewer_client(client, inspect, db):
 
 
 @pytest.fixture
-def stranger_client(client, inspect, db):
-    client.force_login(inspect.stranger)
-    return client
+def stranger_client(inspect, db):
+    """A member of another project only (its own client, so a test can use both)."""
+    other = Client()
+    other.force_login(inspect.stranger)
+    return other

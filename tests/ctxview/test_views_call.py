@@ -1,0 +1,136 @@
+"""The call page: budget, buckets, items with the cache boundary, the invalidator's diff, neighbours."""
+
+import pytest
+
+from ingest.models import Call
+from tests.ctxview import ui_fixtures
+from tests.ctxview.ui_data import IMG, SCRIPT
+
+inspect = ui_fixtures.inspect
+stranger_client = ui_fixtures.stranger_client
+viewer_client = ui_fixtures.viewer_client
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def call_at(run, seq: int) -> Call:
+    return Call.objects.get(run=run, seq=seq)
+
+
+def test_a_call_that_broke_the_cache_shows_its_invalidator_and_the_diff(viewer_client, inspect):
+    call = call_at(inspect.migration, 31)  # the first call whose system prompt carries a new time
+    response = viewer_client.get(f"/calls/{call.id}/")
+    assert response.status_code == 200
+    invalidation = response.context["invalidation"]
+    assert invalidation["cause"] == "volatile_system_prompt"
+    assert invalidation["old"]["id"] == invalidation["new"]["id"] == "system:prompt"
+    assert invalidation["reference"]["seq"] == 30
+    body = response.content.decode()
+    assert "Cache broken: volatile_system_prompt" in body
+    assert "<del>" in body and "<ins>" in body and "The changed value is a timestamp" in body
+    assert 'class="invalidator' in body and "invalidator</span>" in body
+
+
+def test_the_items_table_has_every_column_and_the_cache_boundary(viewer_client, inspect):
+    call = Call.objects.filter(run=inspect.incident, analysis__cache__broke=True).order_by("seq").last()
+    response = viewer_client.get(f"/calls/{call.id}/")
+    table = response.context["table"]
+    assert table["boundary"] == call.analysis["cache"]["reusable_items"]
+    body = response.content.decode()
+    for column in ("Kind", "Bucket", "Mode", "Tokens", "Version", "Source", "Trust", "Pinned", "Position"):
+        assert "<th" in body and f">{column}<" in body, column
+    assert "cache boundary" in body and "rule:ticket-owner" in body and "pinned" in body
+    assert "Budget and buckets" in body and "200,000" in body and "reserved for the answer" in body
+    assert 'class="gauge"' in body and 'class="b-tools"' in body
+
+
+def test_estimated_token_counts_are_marked(viewer_client, inspect):
+    call = call_at(inspect.hostile, 1)
+    response = viewer_client.get(f"/calls/{call.id}/")
+    assert response.status_code == 200
+    rows = response.context["rows"]
+    assert all(row["tokens_estimated"] is False for row in rows)  # the sender measured them
+    incident = call_at(inspect.incident, 1)
+    assert 'title="estimated"' not in viewer_client.get(f"/calls/{incident.id}/").content.decode()
+
+
+def test_excluded_items_conflicts_and_findings_with_their_fix(viewer_client, inspect):
+    run = inspect.timeout
+    finding = run.findings.get(type="superseded_included")
+    call = call_at(run, finding.call_seq)
+    body = viewer_client.get(f"/calls/{call.id}/").content.decode()
+    assert "superseded_included" in body and "plan@v1" in body
+    assert "Exclude an item once another included item supersedes it." in body
+    assert "log:order-service-0940" in body and "budget" in body  # excluded, with its reason
+
+
+def test_previous_and_next_call_and_turn_with_the_keyboard(viewer_client, inspect):
+    run = inspect.incident
+    call = call_at(run, 10)
+    body = viewer_client.get(f"/calls/{call.id}/").content.decode()
+    for key, seq in (("ArrowLeft", 9), ("ArrowRight", 11)):
+        assert f'href="/calls/{call_at(run, seq).id}/" data-hotkey="{key}"' in body
+    assert 'data-hotkey="Shift+ArrowLeft"' in body and 'data-hotkey="Shift+ArrowRight"' in body
+    first = viewer_client.get(f"/calls/{call_at(run, 1).id}/").content.decode()
+    assert 'data-hotkey="ArrowLeft"' not in first and 'data-hotkey="ArrowRight"' in first
+
+
+def test_htmx_gets_the_page_region_or_the_items_only(viewer_client, inspect):
+    call = call_at(inspect.incident, 45)
+    page = viewer_client.get(f"/calls/{call.id}/", **HTMX, HTTP_HX_TARGET="page")
+    assert b"<html" not in page.content and b"Prefix chain and cache" in page.content
+    items = viewer_client.get(f"/calls/{call.id}/?all=1", **HTMX, HTTP_HX_TARGET="items")
+    body = items.content.decode()
+    assert "<html" not in body and "<table" in body and "Prefix chain" not in body
+
+
+def test_long_item_lists_are_cut_until_asked(viewer_client, inspect, monkeypatch):
+    from ctxview import views_call
+
+    monkeypatch.setattr(views_call, "ITEMS_SHOWN", 5)
+    call = call_at(inspect.incident, 45)
+    response = viewer_client.get(f"/calls/{call.id}/")
+    assert len(response.context["rows"]) == 5 and b"Show the other 38 items" in response.content
+    assert len(viewer_client.get(f"/calls/{call.id}/?all=1").context["rows"]) == 43
+
+
+def test_an_items_content_on_demand(viewer_client, inspect):
+    call = call_at(inspect.incident, 30)
+    position = next(item["position"] for item in call.full_items() if item["id"] == "fact:affected-shard")
+    response = viewer_client.get(
+        f"/calls/{call.id}/content?pos={position}", **HTMX, HTTP_HX_TARGET="item-content"
+    )
+    assert response.status_code == 200 and b"<html" not in response.content
+    assert b'<pre class="content">Confirmed: the affected shard is pay-shard-7' in response.content
+    assert b"its lifecycle" in response.content
+
+
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        ("", "pos (the item&#x27;s position in the window) is required"),
+        ("pos=999", "pos must be between 0 and 42"),
+        ("pos=a", "pos must be a whole number"),
+    ],
+)
+def test_content_rejects_a_bad_position(viewer_client, inspect, query, message):
+    call = call_at(inspect.incident, 45)
+    response = viewer_client.get(f"/calls/{call.id}/content?{query}", **HTMX, HTTP_HX_TARGET="item-content")
+    assert response.status_code == 400 and message in response.content.decode()
+
+
+def test_another_projects_call_is_a_404(stranger_client, inspect):
+    call = call_at(inspect.incident, 45)
+    assert stranger_client.get(f"/calls/{call.id}/").status_code == 404
+    assert stranger_client.get(f"/calls/{call.id}/content?pos=0").status_code == 404
+
+
+def test_the_call_page_escapes_what_the_trace_sent(viewer_client, inspect):
+    call = call_at(inspect.hostile, 2)
+    body = viewer_client.get(f"/calls/{call.id}/").content.decode()
+    assert SCRIPT not in body and IMG not in body
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and "&lt;img src=x onerror=alert(2)&gt;" in body
+    assert "<del>" in body or "<ins>" in body  # the system prompt changed: its diff is shown, escaped
+    for position in range(len(call.items)):
+        content = viewer_client.get(f"/calls/{call.id}/content?pos={position}").content.decode()
+        assert SCRIPT not in content and IMG not in content

@@ -1,0 +1,341 @@
+"""The run overview, its panels and live updates, Explain this turn, Compare, and Item."""
+
+import json
+import re
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from ingest.models import Call, Run
+from tests.ctxview import ui_fixtures
+
+inspect = ui_fixtures.inspect
+stranger_client = ui_fixtures.stranger_client
+viewer_client = ui_fixtures.viewer_client
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def figure(response, name: str) -> dict:
+    match = re.search(
+        rf'<script id="{name}" type="application/json">(.*?)</script>', response.content.decode(), re.S
+    )
+    assert match, f"no {name} in the response"
+    return json.loads(match.group(1))
+
+
+def seq_of_turn(run: Run, turn: int, last: bool = False) -> int:
+    seqs = run.calls.filter(turn=turn).values_list("seq", flat=True)
+    return max(seqs) if last else min(seqs)
+
+
+# --- Overview ------------------------------------------------------------------------------------
+
+
+def test_the_overview_shows_the_kpis_and_loads_each_panel_lazily(viewer_client, inspect):
+    response = viewer_client.get(f"/runs/{inspect.incident.id}/")
+    assert response.status_code == 200
+    body = response.content.decode()
+    for text in ("12,014", "511,852", "67%", "$0.8965", "Explain turn", "Compare call", "Idle"):
+        assert text in body, text
+    for slug in ("composition", "cache", "findings", "presence", "calls"):
+        assert f'hx-get="/runs/{inspect.incident.id}/panels/{slug}"' in body
+    assert 'hx-trigger="every' not in body  # an idle run does not poll
+
+
+def test_the_overview_as_an_htmx_page_and_for_strangers(viewer_client, stranger_client, inspect):
+    page = viewer_client.get(f"/runs/{inspect.incident.id}/", **HTMX, HTTP_HX_TARGET="page")
+    assert (
+        b"<html" not in page.content
+        and b"<title>Run demo-incident-turn-40 \xc2\xb7 ctxview</title>" in page.content
+    )
+    assert stranger_client.get(f"/runs/{inspect.incident.id}/").status_code == 404
+
+
+def test_the_composition_panel_has_a_band_per_bucket_and_the_budget(viewer_client, inspect):
+    response = viewer_client.get(f"/runs/{inspect.incident.id}/panels/composition", **HTMX)
+    assert response.status_code == 200 and b"<html" not in response.content
+    data = figure(response, "fig-composition")
+    names = [trace["name"] for trace in data["data"]]
+    assert names[:5] == ["system", "tools", "memory", "conversation", "tool_results"]
+    assert names[-2:] == ["limit − reserved output", "reserved output"]
+    assert data["data"][0]["x"] == list(range(1, 41))
+    assert data["data"][0]["customdata"][39] == f"/runs/{inspect.incident.id}/explain?turn=40"
+    per_call = figure(
+        viewer_client.get(f"/runs/{inspect.incident.id}/panels/composition?by=call"), "fig-composition"
+    )
+    assert len(per_call["data"][0]["x"]) == 57
+
+
+def test_the_cache_panel_marks_every_break_with_a_link_to_its_call(viewer_client, inspect):
+    response = viewer_client.get(f"/runs/{inspect.incident.id}/panels/cache")
+    data = figure(response, "fig-cache")
+    names = [trace["name"] for trace in data["data"]]
+    assert names == ["uncached", "cache write", "cache read", "expected read", "hit rate", "cache break"]
+    breaks = data["data"][-1]
+    broken = Call.objects.filter(run=inspect.incident, analysis__cache__broke=True).order_by("seq")
+    assert breaks["x"] == [call.seq for call in broken]
+    assert breaks["customdata"] == [f"/calls/{call.id}/" for call in broken]
+    assert b"29 cache breaks" in response.content
+
+
+def test_the_findings_panel_explains_each_type(viewer_client, inspect):
+    response = viewer_client.get(f"/runs/{inspect.incident.id}/panels/findings")
+    body = response.content.decode()
+    assert (
+        "fact_dropped" in body
+        and "A fact or standing rule that was in the previous call left the window" in body
+    )
+    assert "Keep standing facts and rules in a pinned block" in body
+    assert "read_log" in body  # the unknown tool, from the evidence
+    data = figure(response, "fig-findings")
+    assert {trace["name"] for trace in data["data"]} == {"warning", "info"}
+
+
+def test_the_presence_panel_is_bounded_and_filterable(viewer_client, inspect):
+    url = f"/runs/{inspect.incident.id}/panels/presence"
+    response = viewer_client.get(url)
+    data = figure(response, "fig-presence")
+    heatmap = data["data"][0]
+    assert heatmap["type"] == "heatmap" and len(heatmap["y"]) == 60 and len(heatmap["x"]) == 57
+    assert "fact:affected-shard" in heatmap["y"] and "rule:ticket-owner" in heatmap["y"]
+    row = heatmap["y"].index("fact:affected-shard")
+    assert heatmap["text"][row][heatmap["x"].index(seq_of_turn(inspect.incident, 31))].endswith(
+        "(sliding_window)"
+    )
+    assert data["links"]["rows"][row] == f"/runs/{inspect.incident.id}/item?id=fact%3Aaffected-shard"
+    assert b"Show more items (120 rows)" in response.content
+    filtered = figure(viewer_client.get(f"{url}?q=fact"), "fig-presence")
+    assert filtered["data"][0]["y"] == ["fact:affected-shard"]
+    assert b"No item id contains" in viewer_client.get(f"{url}?q=zzz").content
+
+
+def test_the_calls_panel_pages(viewer_client, inspect):
+    response = viewer_client.get(f"/runs/{inspect.incident.id}/panels/calls?page=2")
+    body = response.content.decode()
+    assert "Calls 51–57 of 57" in body and "break: history_rewritten" in body
+
+
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("composition?by=week", "by must be one of: turn, call"),
+        ("composition?scale=log", "scale must be one of: window, budget"),
+        ("presence?rows=0", "rows must be between 1 and 1200"),
+        ("presence?rows=lots", "rows must be a whole number"),
+        ("calls?page=3", "page 3 does not exist: this run has 2 page(s) of calls"),
+    ],
+)
+def test_bad_panel_parameters_are_a_400_that_says_why(viewer_client, inspect, path, message):
+    response = viewer_client.get(
+        f"/runs/{inspect.incident.id}/panels/{path}", **HTMX, HTTP_HX_TARGET="x-body"
+    )
+    assert response.status_code == 400
+    assert message in response.content.decode() and b"<html" not in response.content
+
+
+def test_panels_of_another_project_or_unknown_are_a_404(viewer_client, stranger_client, inspect):
+    assert viewer_client.get(f"/runs/{inspect.incident.id}/panels/nonsense").status_code == 404
+    assert stranger_client.get(f"/runs/{inspect.incident.id}/panels/composition").status_code == 404
+
+
+# --- Live ----------------------------------------------------------------------------------------
+
+
+def test_an_idle_run_stops_the_polling_with_its_last_figures(viewer_client, inspect):
+    run = inspect.incident
+    response = viewer_client.get(f"/runs/{run.id}/live?calls=50&analysed=50", **HTMX, HTTP_HX_TARGET="kpis")
+    assert response.status_code == 286
+    assert b"57" in response.content and b"hx-trigger" not in response.content
+    assert "run-updated" in json.loads(response["HX-Trigger"])
+
+
+def test_a_live_run_polls_and_refreshes_when_calls_arrive(viewer_client, inspect):
+    run = inspect.timeout
+    Run.objects.filter(id=run.id).update(updated_at=timezone.now() - timedelta(seconds=10))
+    page = viewer_client.get(f"/runs/{run.id}/").content.decode()
+    assert f'hx-get="/runs/{run.id}/live?calls=24&amp;analysed=24" hx-trigger="every 3s"' in page
+    assert "Receiving calls" in page
+    unchanged = viewer_client.get(f"/runs/{run.id}/live?calls=24&analysed=24", **HTMX)
+    assert unchanged.status_code == 204 and unchanged.content == b""
+    grew = viewer_client.get(f"/runs/{run.id}/live?calls=20&analysed=20", **HTMX)
+    assert grew.status_code == 200 and "run-updated" in json.loads(grew["HX-Trigger"])
+    assert b'hx-trigger="every 3s"' in grew.content and b"<html" not in grew.content
+
+
+def test_a_run_still_being_analysed_keeps_polling(viewer_client, inspect):
+    run = inspect.migration
+    Run.objects.filter(id=run.id).update(analysed_seq=70, updated_at=timezone.now() - timedelta(hours=1))
+    page = viewer_client.get(f"/runs/{run.id}/").content.decode()
+    assert "Analysing: 70 of 80 calls done" in page and "every 3s" in page
+    assert viewer_client.get(f"/runs/{run.id}/live?calls=80&analysed=70", **HTMX).status_code == 204
+
+
+def test_live_rejects_bad_counts_and_strangers(viewer_client, stranger_client, inspect):
+    response = viewer_client.get(f"/runs/{inspect.incident.id}/live?calls=-1", **HTMX, HTTP_HX_TARGET="kpis")
+    assert response.status_code == 400 and b"calls must be between 0" in response.content
+    assert stranger_client.get(f"/runs/{inspect.incident.id}/live").status_code == 404
+
+
+# --- Explain this turn ---------------------------------------------------------------------------
+
+
+def test_explain_turn_40_reports_the_turn_19_fact_dropped_by_the_sliding_window(viewer_client, inspect):
+    run = inspect.incident
+    response = viewer_client.get(f"/runs/{run.id}/explain?turn=40")
+    assert response.status_code == 200
+    result = response.context["result"]
+    [fact] = [entry for entry in result["gone_important"] if entry["id"] == "fact:affected-shard"]
+    assert (fact["reason"], fact["last_turn"], fact["left_turn"]) == ("sliding_window", 30, 31)
+    assert fact["left_seq"] == seq_of_turn(run, 31)
+    assert "fact:affected-shard (left at turn 31: sliding_window)" in result["headlines"][0]
+    body = response.content.decode()
+    assert "Gone since the start" in body and "it fell out of the sliding window of recent turns" in body
+    assert result["pinned_missing"] == [] and [row["bucket"] for row in result["buckets"]][:2] == [
+        "system",
+        "tools",
+    ]
+    assert [row["seq"] for row in result["cache"]] == [seq_of_turn(run, 40, last=True)]
+
+
+def test_explain_defaults_to_the_last_turn_and_steps_with_the_keyboard(viewer_client, inspect):
+    response = viewer_client.get(f"/runs/{inspect.timeout.id}/explain")
+    assert response.context["turn"] == 10
+    body = response.content.decode()
+    assert 'data-hotkey="ArrowLeft"' in body and "turn 9" in body and 'data-hotkey="ArrowRight"' not in body
+    page = viewer_client.get(f"/runs/{inspect.timeout.id}/explain?turn=6", **HTMX, HTTP_HX_TARGET="page")
+    assert b"<html" not in page.content and b"Explain turn 6" in page.content
+
+
+def test_explain_shows_compaction_and_conflicts(viewer_client, inspect):
+    result = viewer_client.get(f"/runs/{inspect.timeout.id}/explain?turn=6").context["result"]
+    reasons = {group["reason"] for group in result["gone_groups"]} | {
+        e["reason"] for e in result["gone_previous"]
+    }
+    assert "compacted" in reasons
+    assert any(conflict["type"] == "superseded_included" for conflict in result["conflicts"])
+
+
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        ("turn=0", "turn must be between 1 and 40"),
+        ("turn=41", "turn must be between 1 and 40"),
+        ("turn=x", "turn must be a whole number"),
+    ],
+)
+def test_explain_rejects_a_bad_turn(viewer_client, inspect, query, message):
+    response = viewer_client.get(f"/runs/{inspect.incident.id}/explain?{query}")
+    assert response.status_code == 400 and message in response.content.decode()
+
+
+def test_explain_of_another_projects_run_is_a_404(stranger_client, inspect):
+    assert stranger_client.get(f"/runs/{inspect.incident.id}/explain?turn=40").status_code == 404
+
+
+# --- Compare -------------------------------------------------------------------------------------
+
+
+def test_compare_two_calls(viewer_client, inspect):
+    run = inspect.incident
+    a, b = seq_of_turn(run, 30, last=True), seq_of_turn(run, 31)
+    response = viewer_client.get(f"/runs/{run.id}/compare?a={a}&b={b}")
+    assert response.status_code == 200
+    result = response.context["result"]
+    removed = {row["id"]: row["reason"] for row in result["removed"]}
+    assert removed["fact:affected-shard"] == "sliding_window"
+    assert "msg:t31:user" in {row["id"] for row in result["added"]}
+    assert result["shared_prefix"] >= 14
+    assert {row["bucket"] for row in result["buckets"]} >= {"system", "tools", "conversation"}
+
+
+def test_compare_shows_changed_content_with_a_diff_on_demand(viewer_client, inspect):
+    run = inspect.migration
+    response = viewer_client.get(f"/runs/{run.id}/compare?a=30&b=31")
+    changed = {row["id"]: row for row in response.context["result"]["changed"]}
+    assert changed["system:prompt"]["content_changed"]
+    diff = viewer_client.get(
+        f"/runs/{run.id}/compare/item?a=30&b=31&item=system:prompt", **HTMX, HTTP_HX_TARGET="diff-1"
+    )
+    assert diff.status_code == 200 and b"<html" not in diff.content
+    assert b"<del>" in diff.content and b"<ins>" in diff.content
+
+
+def test_compare_defaults_and_its_htmx_region(viewer_client, inspect):
+    response = viewer_client.get(f"/runs/{inspect.incident.id}/compare")
+    assert (response.context["a"]["seq"], response.context["b"]["seq"]) == (56, 57)
+    region = viewer_client.get(
+        f"/runs/{inspect.incident.id}/compare?a=1&b=2", **HTMX, HTTP_HX_TARGET="comparison"
+    )
+    assert (
+        b"<html" not in region.content
+        and b"<form" not in region.content
+        and b"Bucket deltas" in region.content
+    )
+
+
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("compare?a=0&b=2", "a must be between 1 and 57"),
+        ("compare?a=1&b=99", "b must be between 1 and 57"),
+        ("compare/item?a=1&b=2&item=nope", "item must be the id of an item in both calls"),
+    ],
+)
+def test_compare_rejects_bad_parameters(viewer_client, inspect, path, message):
+    response = viewer_client.get(f"/runs/{inspect.incident.id}/{path}")
+    assert response.status_code == 400 and message in response.content.decode()
+
+
+def test_compare_in_another_project_is_a_404(stranger_client, inspect):
+    assert stranger_client.get(f"/runs/{inspect.incident.id}/compare?a=1&b=2").status_code == 404
+
+
+# --- Item ----------------------------------------------------------------------------------------
+
+
+def test_the_item_page_tells_the_facts_life(viewer_client, inspect):
+    run = inspect.incident
+    response = viewer_client.get(f"/runs/{run.id}/item?id=fact:affected-shard")
+    assert response.status_code == 200
+    result = response.context["result"]
+    assert (result["first_turn"], result["last_turn"]) == (19, 30)
+    assert result["left"][0]["reason"] == "sliding_window" and result["left"][0]["turn"] == 31
+    assert [trace["name"] for trace in figure(response, "fig-item")["data"]] == ["verbatim", "excluded"]
+    assert b"Confirmed: the affected shard is pay-shard-7" in response.content
+
+
+def test_the_item_page_rejects_a_missing_id_and_unknown_items(viewer_client, stranger_client, inspect):
+    url = f"/runs/{inspect.incident.id}/item"
+    assert viewer_client.get(url).status_code == 400
+    assert b"id (the item&#x27;s id) is required" in viewer_client.get(url).content
+    assert viewer_client.get(f"{url}?id=nope").status_code == 404
+    assert stranger_client.get(f"{url}?id=fact:affected-shard").status_code == 404
+    page = viewer_client.get(f"{url}?id=rule:ticket-owner", **HTMX, HTTP_HX_TARGET="page")
+    assert page.status_code == 200 and b"<html" not in page.content
+
+
+# --- Trace data is text, everywhere --------------------------------------------------------------
+
+
+def test_every_run_page_escapes_what_the_trace_sent(viewer_client, inspect):
+    run = inspect.hostile
+    paths = [
+        f"/runs/{run.id}/",
+        *[
+            f"/runs/{run.id}/panels/{slug}"
+            for slug in ("composition", "cache", "findings", "presence", "calls")
+        ],
+        f"/runs/{run.id}/explain?turn=2",
+        f"/runs/{run.id}/compare?a=1&b=2",
+        f"/runs/{run.id}/item?id=<script>alert(1)</script>",
+        f"/runs/{run.id}/item?id=fact:<img src=x onerror=alert(2)>",
+    ]
+    for path in paths:
+        response = viewer_client.get(path)
+        assert response.status_code == 200, path
+        body = response.content.decode()
+        assert "<script>alert" not in body and "<img src=x" not in body, path
+    body = viewer_client.get(f"/runs/{run.id}/compare?a=1&b=2").content.decode()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body

@@ -1,0 +1,139 @@
+"""The runs list: filters, sort, pages, the htmx fragment, empty and error states."""
+
+import pytest
+
+from ctxview.panels import runs as runs_query
+from tests import factories
+from tests.ctxview import ui_fixtures
+from tests.ctxview.ui_data import HOSTILE_RUN
+
+inspect = ui_fixtures.inspect
+stranger_client = ui_fixtures.stranger_client
+viewer_client = ui_fixtures.viewer_client
+
+URL = "/projects/inspect/runs/"
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def keys(response) -> list[str]:
+    return [run.key for run in response.context["runs"]]
+
+
+def test_lists_every_run_newest_first_with_its_figures(viewer_client, inspect):
+    response = viewer_client.get(URL)
+    assert response.status_code == 200
+    assert keys(response) == [
+        HOSTILE_RUN,  # sent without a start time: now
+        "demo-order-service-timeout",
+        "demo-migration-200-files",
+        "demo-incident-turn-40",
+    ]
+    incident = next(run for run in response.context["runs"] if run.key == "demo-incident-turn-40")
+    assert (incident.call_count, incident.turn_count, incident.peak_window) == (57, 40, 12014)
+    assert incident.figures["hit_rate"] == pytest.approx(0.6674)
+    badges = {badge["type"]: badge["count"] for badge in incident.badges}
+    assert badges["fact_dropped"] == 1 and badges["unknown_tool_called"] == 3
+    page = response.content.decode()
+    for text in ("12,014", "67 %", "511,852", "$0.90", "fact_dropped", "Peak window", "Cache hit"):
+        assert text in page, text
+
+
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("service=oncall-agent", ["demo-incident-turn-40"]),
+        ("finding=superseded_included", ["demo-order-service-timeout"]),
+        ("finding=fact_dropped&model=claude-sonnet-4-5", ["demo-incident-turn-40"]),
+        ("since=2026-11-25&until=2026-11-25", ["demo-migration-200-files"]),
+        ("sort=calls&service=debug-agent", ["demo-order-service-timeout"]),
+    ],
+)
+def test_filters(viewer_client, inspect, query, expected):
+    assert keys(viewer_client.get(f"{URL}?{query}")) == expected
+
+
+def test_sorts_by_any_column_both_ways(viewer_client, inspect):
+    by_calls = keys(viewer_client.get(f"{URL}?sort=-calls"))
+    assert by_calls == [
+        "demo-migration-200-files",
+        "demo-incident-turn-40",
+        "demo-order-service-timeout",
+        HOSTILE_RUN,
+    ]
+    assert keys(viewer_client.get(f"{URL}?sort=calls"))[0] == HOSTILE_RUN
+    assert keys(viewer_client.get(f"{URL}?sort=-peak"))[0] == "demo-order-service-timeout"
+    assert keys(viewer_client.get(f"{URL}?sort=-hit_rate"))[0] == "demo-incident-turn-40"
+    assert keys(viewer_client.get(f"{URL}?sort=-cost"))[0] == "demo-migration-200-files"
+    assert keys(viewer_client.get(f"{URL}?sort=-billed"))[0] == "demo-incident-turn-40"
+    assert keys(viewer_client.get(f"{URL}?sort=-findings"))[0] in (
+        "demo-incident-turn-40",
+        "demo-migration-200-files",
+    )
+    assert keys(viewer_client.get(f"{URL}?sort=-turns"))[0] == "demo-incident-turn-40"
+
+
+def test_pages(viewer_client, inspect, monkeypatch):
+    monkeypatch.setattr(runs_query, "PAGE_SIZE", 3)
+    first = viewer_client.get(URL)
+    assert len(keys(first)) == 3 and b"Next page" in first.content
+    second = viewer_client.get(f"{URL}?page=2")
+    assert len(keys(second)) == 1 and b"Previous page" in second.content
+
+
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        ("page=9", "page 9 does not exist: there are 1 page(s)"),
+        ("page=x", "page must be a whole number"),
+        ("sort=nope", "sort must be one of"),
+        ("since=tuesday", "since must be a date"),
+        ("service=ghost", "no run of this project comes from a service called"),
+        ("finding=nonsense", "finding must be one of the finding types"),
+    ],
+)
+def test_bad_parameters_are_a_400_that_says_why(viewer_client, inspect, query, message):
+    response = viewer_client.get(f"{URL}?{query}")
+    assert response.status_code == 400
+    assert message in response.content.decode().replace("&#x27;", "'")
+    fragment = viewer_client.get(f"{URL}?{query}", **HTMX, HTTP_HX_TARGET="runs-table")
+    assert (
+        fragment.status_code == 400
+        and b"<html" not in fragment.content
+        and b"state-error" in fragment.content
+    )
+
+
+def test_htmx_gets_only_the_table_or_only_the_page(viewer_client, inspect):
+    table = viewer_client.get(f"{URL}?sort=calls", **HTMX, HTTP_HX_TARGET="runs-table")
+    assert table.status_code == 200
+    body = table.content.decode()
+    assert "<html" not in body and "<table" in body and 'class="filters"' not in body
+    page = viewer_client.get(URL, **HTMX, HTTP_HX_TARGET="page")
+    body = page.content.decode()
+    assert (
+        "<html" not in body
+        and "<title>Runs · Inspect · ctxview</title>" in body
+        and 'class="filters"' in body
+    )
+    assert "HX-Request" in page["Vary"]
+
+
+def test_another_projects_runs_are_a_404(stranger_client, inspect):
+    assert stranger_client.get(URL).status_code == 404
+
+
+def test_an_empty_project_says_how_to_send_runs(viewer_client, inspect):
+    factories.project_with_key("empty", owner=inspect.viewer)
+    body = viewer_client.get("/projects/empty/runs/").content.decode()
+    assert "No runs yet" in body and "OTEL_EXPORTER_OTLP_ENDPOINT=http://testserver/" in body
+
+
+def test_filters_that_match_nothing_say_so(viewer_client, inspect):
+    body = viewer_client.get(f"{URL}?since=2030-01-01").content.decode()
+    assert "No run matches these filters" in body
+
+
+def test_the_list_escapes_what_traces_sent(viewer_client, inspect):
+    body = viewer_client.get(URL).content.decode()
+    assert "<script>alert" not in body and "<img src=x" not in body
+    assert "hostile-&lt;script&gt;alert(3)&lt;/script&gt;" in body
