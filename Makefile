@@ -21,7 +21,7 @@ test: $(VENV)/installed
 	$(BIN)/python -m pytest
 
 bench: $(VENV)/installed
-	$(BIN)/python bench/load.py --mode all
+	$(BIN)/python bench/suite.py $(BENCH_ARGS)
 
 lint: $(VENV)/installed
 	$(BIN)/ruff check .

@@ -101,17 +101,14 @@ def median_ms(samples: dict[int, float], around: int) -> float:
     return statistics.median(window) * 1000
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=2000)
-    arguments = parser.parse_args()
-
+def measure(calls: int) -> dict:
+    """Analyse a synthetic run of ``calls`` calls; per-call times around call 100 and the last call."""
     state = new_state()
     analysis_time: dict[int, float] = {}
     with_io_time: dict[int, float] = {}
     sizes: dict[int, tuple[int, int, int]] = {}
     findings = 0
-    for call in synthetic_calls(arguments.calls):
+    for call in synthetic_calls(calls):
         started = time.perf_counter()
         analysis, state = analyse_call(state, call)
         analysed = time.perf_counter()
@@ -123,24 +120,55 @@ def main() -> None:
         sizes[call.seq] = (len(call.items), analysis.buckets["total"], len(stored))
         findings += len(analysis.findings)
     run = finalise_run(state)
-
-    last = arguments.calls
-    total_seconds = sum(analysis_time.values())
-    print(f"calls analysed: {last}, findings: {findings} per call + {len(run['findings'])} run-level")
-    for label, seq in (("call 100", 100), (f"call {last}", last)):
+    points = {}
+    for seq in (100, calls):
         items, tokens, state_bytes = sizes[seq]
+        points[seq] = {
+            "analysis_ms": median_ms(analysis_time, seq),
+            "with_state_io_ms": median_ms(with_io_time, seq),
+            "items": items,
+            "tokens": tokens,
+            "state_bytes": state_bytes,
+        }
+    return {
+        "calls": calls,
+        "findings": findings,
+        "run_findings": len(run["findings"]),
+        "points": points,
+        "calls_per_second": calls / sum(analysis_time.values()),
+        "calls_per_second_with_state_io": calls / sum(with_io_time.values()),
+        "cache_breaks": run["accounting"]["cache_breaks"]["count"],
+        "cache_hit_rate": run["accounting"]["cache_hit_rate"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    arguments = parser.parse_args()
+    result = measure(arguments.calls)
+    if arguments.json:
+        print(json.dumps(result))
+        return
+    last = arguments.calls
+    findings, run_findings = result["findings"], result["run_findings"]
+    print(f"calls analysed: {last}, findings: {findings} per call + {run_findings} run-level")
+    for label, seq in (("call 100", 100), (f"call {last}", last)):
+        point = result["points"][seq]
         print(
-            f"{label:>10}: {median_ms(analysis_time, seq):.3f} ms analysis, "
-            f"{median_ms(with_io_time, seq):.3f} ms with state I/O "
-            f"(window {items} items / {tokens} tokens, state {state_bytes / 1024:.0f} KiB)"
+            f"{label:>10}: {point['analysis_ms']:.3f} ms analysis, "
+            f"{point['with_state_io_ms']:.3f} ms with state I/O "
+            f"(window {point['items']} items / {point['tokens']} tokens, "
+            f"state {point['state_bytes'] / 1024:.0f} KiB)"
         )
-    ratio = median_ms(analysis_time, last) / median_ms(analysis_time, 100)
-    ratio_io = median_ms(with_io_time, last) / median_ms(with_io_time, 100)
+    first, final = result["points"][100], result["points"][last]
+    ratio = final["analysis_ms"] / first["analysis_ms"]
+    ratio_io = final["with_state_io_ms"] / first["with_state_io_ms"]
     print(f"ratio call {last} / call 100: {ratio:.2f} (analysis), {ratio_io:.2f} (with state I/O)")
-    print(f"throughput: {last / total_seconds:.0f} calls/s (analysis only), "
-          f"{last / sum(with_io_time.values()):.0f} calls/s with state I/O")  # fmt: skip
-    print(f"cache breaks: {run['accounting']['cache_breaks']['count']}, "
-          f"hit rate: {run['accounting']['cache_hit_rate']}")  # fmt: skip
+    print(f"throughput: {result['calls_per_second']:.0f} calls/s (analysis only), "
+          f"{result['calls_per_second_with_state_io']:.0f} calls/s with state I/O")  # fmt: skip
+    print(f"cache breaks: {result['cache_breaks']}, hit rate: {result['cache_hit_rate']}")
 
 
 if __name__ == "__main__":

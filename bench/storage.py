@@ -10,11 +10,12 @@ indexes and TOAST included).
 import argparse
 import json
 import os
-import random
 import sys
 import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
+
+from payloads import build_run
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -29,55 +30,11 @@ TABLES = {
 }
 
 
-def build_run(calls: int, seed: int = 7) -> list[bytes]:
-    """One protobuf request per call: a system prompt, 12 tools and the whole history so far."""
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-    from tests.factories import chat_span
-
-    rng = random.Random(seed)
-    words = "shard latency payment retry queue worker deploy config timeout ledger invoice cache".split()
-    tools = [
-        {
-            "type": "function",
-            "name": f"tool_{n}",
-            "description": " ".join(rng.choices(words, k=30)),
-            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
-        }
-        for n in range(12)
-    ]
-    system = [{"type": "text", "content": " ".join(rng.choices(words, k=400))}]
-    history: list[dict] = []
-    requests = []
-    for number in range(1, calls + 1):
-        history.append(
-            {"role": "user", "parts": [{"type": "text", "content": " ".join(rng.choices(words, k=60))}]}
-        )
-        request = ExportTraceServiceRequest()
-        chat_span(
-            request,
-            trace_id=b"\x07" * 16,
-            number=number,
-            messages=history,
-            attributes={
-                "gen_ai.conversation.id": "storage-bench",
-                "gen_ai.system_instructions": json.dumps(system),
-                "gen_ai.tool.definitions": json.dumps(tools),
-                "gen_ai.usage.input_tokens": 3000 + 90 * number,
-                "gen_ai.usage.output_tokens": 80,
-            },
-        )
-        requests.append(request.SerializeToString())
-        history.append(
-            {"role": "assistant", "parts": [{"type": "text", "content": " ".join(rng.choices(words, k=40))}]}
-        )
-    return requests
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
 
     import psycopg
@@ -120,6 +77,10 @@ def main() -> None:
                 sizes[label] = cursor.fetchone()[0]
         raw = sum(len(body) for body in requests)
         stored = sum(size for label, size in sizes.items() if label != "raw batches")
+        if args.json:
+            figures = {"calls": args.calls, "raw_bytes": raw, "stored_bytes": stored, "tables": sizes}
+            print(json.dumps(figures | {"seconds": elapsed}))
+            return
         print(
             f"run of {args.calls} calls, {RawBatch.objects.count()} requests, ingested in {elapsed:.1f} s "
             f"({args.calls / elapsed:.0f} calls/s, in-process, PostgreSQL)"
