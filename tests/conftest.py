@@ -13,6 +13,10 @@ def _eager_tasks_unless_services(request):
     previous = celery_app.conf.task_always_eager
     celery_app.conf.task_always_eager = eager
     yield
+    if not eager and "worker" in request.fixturenames:
+        # The test's tasks may still be running (an analysis enqueued after a batch): let the workers
+        # finish before the database is flushed under them.
+        services.wait_for(services.workers_idle, 60, "the workers to finish their tasks", interval=0.3)
     celery_app.conf.task_always_eager = previous
 
 

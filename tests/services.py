@@ -105,6 +105,24 @@ def start_worker(env: dict[str, str], name: str = "worker") -> Process:
     return process
 
 
+def workers_idle() -> bool:
+    """No task queued on the broker, and none running or reserved by any worker."""
+    from amqp.exceptions import ChannelError
+
+    from ctxview.celery import app
+
+    with app.connection_for_read() as connection:
+        try:
+            queued = connection.default_channel.queue_declare("celery", passive=True).message_count
+        except ChannelError:  # Redis: an empty queue has no key at all
+            queued = 0
+    if queued:
+        return False
+    inspect = app.control.inspect(timeout=1)
+    busy = [tasks for reply in (inspect.active(), inspect.reserved()) for tasks in (reply or {}).values()]
+    return not any(busy)
+
+
 def start_web(env: dict[str, str], name: str = "web") -> tuple[Process, str]:
     port = free_port()
     process = Process(

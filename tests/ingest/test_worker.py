@@ -4,7 +4,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from ingest.models import RawBatch, Span
+from ingest.models import RawBatch, Run, Span
 from ingest.tasks import sweep_batches
 from tests import otel, services
 
@@ -22,9 +22,12 @@ def export(url: str, key: str, spans) -> SpanExportResult:
 
 
 def all_done(expected_batches: int):
+    """Every batch processed and every run analysed."""
+
     def check():
         statuses = list(RawBatch.objects.values_list("status", flat=True))
-        return len(statuses) == expected_batches and set(statuses) == {"done"}
+        analysed = all(run.analysed_seq == run.call_count for run in Run.objects.all())
+        return len(statuses) == expected_batches and set(statuses) == {"done"} and analysed
 
     return check
 
