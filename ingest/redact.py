@@ -18,8 +18,14 @@ DEFAULT_PATTERNS = (
     ("github_token", r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"),
     ("slack_token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
     ("bearer_token", r"\b(?i:bearer)\s+[A-Za-z0-9._~+/=-]{20,}"),
-    ("email", r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b"),
+    # The local part starts where a run of its characters starts, not at any \b inside one: otherwise a
+    # long run with no "@" ("a.a.a.a…") is scanned again from every dot, in time quadratic in its length.
+    ("email", r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b"),
 )
+# Patterns that projects created with an older default still hold, and what replaces them.
+_UPGRADED = {
+    r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b": DEFAULT_PATTERNS[-1][1],
+}
 
 
 class PatternError(ValueError):
@@ -36,7 +42,7 @@ class Redactor:
 
     @classmethod
     def from_patterns(cls, patterns: Iterable[tuple[str, str]]) -> "Redactor":
-        patterns = list(patterns)
+        patterns = [(name, _UPGRADED.get(pattern, pattern)) for name, pattern in patterns]
         names = tuple(name for name, _ in patterns)
         for name, pattern in patterns:
             if not re.fullmatch(r"[a-z][a-z0-9_]{0,39}", name):

@@ -1,0 +1,70 @@
+"""Fuzzing support: example budgets, a hard time bound per example, and the count of cases that ran.
+
+The default budgets keep tests/fuzz under two minutes on a 2-core machine. CTXVIEW_FUZZ_SCALE multiplies
+them for a longer run, e.g. ``CTXVIEW_FUZZ_SCALE=20 .venv/bin/python -m pytest tests/fuzz``.
+"""
+
+import contextlib
+import os
+import signal
+from collections import Counter
+
+from hypothesis import HealthCheck, Phase, settings
+
+from tests import services
+
+SCALE = float(os.environ.get("CTXVIEW_FUZZ_SCALE", "1"))
+# Cases run per test (hypothesis examples, schemathesis calls), reported at the end of the session.
+CASES: Counter = Counter()
+
+# Hypothesis keeps what it found in .hypothesis/ (ignored by git) and replays it first next time.
+SLOW_INPUT = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
+
+
+def budget(examples: int, deadline_ms: int = 10_000, **options) -> settings:
+    """Settings for ``examples`` examples (times CTXVIEW_FUZZ_SCALE), each allowed ``deadline_ms``."""
+    return settings(
+        max_examples=max(1, int(examples * SCALE)),
+        deadline=deadline_ms,
+        suppress_health_check=SLOW_INPUT + options.pop("suppress_health_check", []),
+        # Shrinking megabyte-sized examples can take many minutes; a failure prints the example as found.
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target],
+        **options,
+    )
+
+
+class Hang(Exception):
+    """An example ran past its hard time bound."""
+
+
+@contextlib.contextmanager
+def bounded(seconds: float):
+    """Fail an example that runs longer than ``seconds`` (hypothesis' deadline only reports afterwards)."""
+
+    def expire(signum, frame):
+        raise Hang(f"an example ran longer than {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def rss_mib() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not CASES:
+        return
+    lines = [f"{count:>7}  {name}" for name, count in sorted(CASES.items())]
+    lines.append(f"{sum(CASES.values()):>7}  in all (CTXVIEW_FUZZ_SCALE={SCALE:g})")
+    terminalreporter.write_sep("-", "fuzz cases run")
+    for line in lines:
+        terminalreporter.write_line(line)
+    services.ARTIFACTS.mkdir(exist_ok=True)
+    (services.ARTIFACTS / "fuzz.txt").write_text("fuzz cases run\n" + "\n".join(lines) + "\n")

@@ -1,0 +1,55 @@
+"""The redaction patterns run on every string a sender posts, in the web process: they must take time
+linear in the text, whatever the text (a pattern that backtracks is a denial of service)."""
+
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ingest.redact import DEFAULT_PATTERNS, Redactor
+from tests.fuzz.conftest import CASES, bounded, budget
+
+REDACTOR = Redactor.from_patterns(DEFAULT_PATTERNS)
+# Characters the default patterns care about, so repeated units walk into their partial matches.
+ALPHABET = "aZ09._%+-@ \t/=~_é" + "skrpantproj-AKIAghpxoxbBearer"
+SIZE = 200_000
+
+
+def seconds_to_mask(text: str) -> float:
+    started = time.perf_counter()
+    with bounded(60):
+        REDACTOR.mask(text)
+        REDACTOR.might_match(text.encode())
+    return time.perf_counter() - started
+
+
+@budget(60, deadline_ms=30_000)
+@given(unit=st.text(alphabet=ALPHABET, min_size=1, max_size=12))
+def test_masking_a_long_repetitive_string_takes_linear_time(unit):
+    CASES["redact: repetitive strings of 200 000 characters"] += 1
+    text = unit * (SIZE // len(unit))
+    # Linear scans of 200 000 characters take milliseconds; a quadratic pattern takes minutes.
+    assert seconds_to_mask(text) < 3, f"masking {unit!r} * {SIZE // len(unit)} is too slow"
+
+
+@pytest.mark.parametrize("unit", ["a.", "a-", "a@a.", "x@a-", "bearer ", "sk-", "ghp_a", "%", ".@"])
+def test_the_runs_that_made_the_email_pattern_quadratic_are_masked_in_linear_time(unit):
+    CASES["redact: fixed cases"] += 1
+    assert seconds_to_mask(unit * (1_000_000 // len(unit))) < 3
+
+
+def test_a_project_that_kept_the_old_email_pattern_gets_the_linear_one():
+    CASES["redact: fixed cases"] += 1
+    old = r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b"
+    redactor = Redactor.from_patterns([("email", old)])
+    assert redactor.mask("mail jane.doe@example.com now") == "mail [REDACTED:email] now"
+    started = time.perf_counter()
+    redactor.mask("a." * 100_000)
+    assert time.perf_counter() - started < 3
+
+
+def test_emails_are_still_masked_where_they_were():
+    CASES["redact: fixed cases"] += 1
+    text = "to jane.doe@example.com, (x_y+z@mail.example.org) and ops@corp.io."
+    assert REDACTOR.mask(text) == "to [REDACTED:email], ([REDACTED:email]) and [REDACTED:email]."
