@@ -2,8 +2,9 @@
 
 Bounded for long runs: the server builds a sparse index of the run once (``index``), then ships at most
 ``MAX_COLUMNS`` columns (consecutive calls binned together) and ``rows`` rows (the most telling items
-first: pinned items, facts and rules, items named by findings, items ever excluded), so a 1,000-call run
-with thousands of items sends the browser a few hundred cells per row at most, never every cell.
+first: pinned items, facts and rules, items named by findings, then the last call's window, then items
+ever excluded), so a 1,000-call run with thousands of items sends the browser a bounded number of cells,
+never every cell.
 """
 
 from collections.abc import Iterable, Mapping, Sequence
@@ -14,7 +15,7 @@ from ctxview.panels import BadParameter, help, int_param, palette
 from ctxview.panels.plot import base_layout, config, plot_text
 
 MAX_COLUMNS = 200
-ROWS = 60
+ROWS = 120
 MAX_ROWS = 1200
 LABEL_CHARS = 44
 
@@ -68,12 +69,14 @@ def index(manifests: Iterable[tuple[int, int | None, Sequence[Mapping], Sequence
     return {"seqs": seqs, "turns": turns, "items": items, "derived": derived}
 
 
-def _priority(item_id: str, entry: Mapping, flagged: set[str]) -> int:
+def _priority(item_id: str, entry: Mapping, flagged: set[str], last: int) -> int:
     if entry["pinned"] or entry["kind"] in ("fact", "rule") or item_id in flagged:
         return 0
+    if entry["states"].get(last, EXCLUDED) != EXCLUDED:
+        return 1  # in the window now
     if entry["reasons"]:
-        return 1
-    return 2
+        return 2
+    return 3
 
 
 def presence(
@@ -92,7 +95,10 @@ def presence(
         for item_id, entry in built["items"].items()
         if not query or query.lower() in item_id.lower()
     ]
-    chosen = sorted(candidates, key=lambda pair: (_priority(pair[0], pair[1], flagged), pair[1]["first"]))
+    last = len(seqs) - 1
+    chosen = sorted(
+        candidates, key=lambda pair: (_priority(pair[0], pair[1], flagged, last), pair[1]["first"])
+    )
     chosen = chosen[:rows]
     order = {bucket: index for index, bucket in enumerate(palette.BUCKET_ORDER)}
     chosen.sort(key=lambda pair: (order.get(pair[1]["bucket"], len(order)), pair[1]["first"]))
@@ -192,11 +198,15 @@ def figure(result: Mapping[str, Any]) -> dict:
         }
     ]
     layout = base_layout()
-    layout["height"] = 90 + 15 * max(rows, 4)
+    layout["height"] = 90 + (15 if rows <= 60 else 11) * max(rows, 4)
     layout["margin"] = {"l": 280, "r": 110, "t": 10, "b": 40}
     layout["hovermode"] = "closest"
     layout["xaxis"] = {"title": {"text": "call"}, "side": "bottom"}
-    layout["yaxis"] = {"autorange": "reversed", "tickfont": {"size": 10}, "automargin": False}
+    layout["yaxis"] = {
+        "autorange": "reversed",
+        "tickfont": {"size": 10 if rows <= 60 else 9},
+        "automargin": False,
+    }
     shapes, annotations = [], []
     for group in result["groups"]:
         if group["start"]:

@@ -98,14 +98,15 @@ def test_the_presence_panel_is_bounded_and_filterable(viewer_client, inspect):
     response = viewer_client.get(url)
     data = figure(response, "fig-presence")
     heatmap = data["data"][0]
-    assert heatmap["type"] == "heatmap" and len(heatmap["y"]) == 60 and len(heatmap["x"]) == 57
+    assert heatmap["type"] == "heatmap" and len(heatmap["y"]) == 120 and len(heatmap["x"]) == 57
     assert "fact:affected-shard" in heatmap["y"] and "rule:ticket-owner" in heatmap["y"]
+    assert heatmap["y"][:2] == ["system:prompt", "tool:query_metrics"]  # grouped by bucket
     row = heatmap["y"].index("fact:affected-shard")
     assert heatmap["text"][row][heatmap["x"].index(seq_of_turn(inspect.incident, 31))].endswith(
         "(sliding_window)"
     )
     assert data["links"]["rows"][row] == f"/runs/{inspect.incident.id}/item?id=fact%3Aaffected-shard"
-    assert b"Show more items (120 rows)" in response.content
+    assert b"Show more items (240 rows)" in response.content
     filtered = figure(viewer_client.get(f"{url}?q=fact"), "fig-presence")
     assert filtered["data"][0]["y"] == ["fact:affected-shard"]
     assert b"No item id contains" in viewer_client.get(f"{url}?q=zzz").content

@@ -1,0 +1,101 @@
+"""Browser tests: Playwright (sync API) driving Debian's chromium against the live test server.
+
+No browser is downloaded: the Playwright package's driver launches /usr/bin/chromium (installed by
+.ci/run; CTXVIEW_CHROMIUM overrides the path). Screenshots of each screen go to test-artifacts/screens/;
+with CTXVIEW_UPDATE_SCREENSHOTS=1 they are also copied to docs/screenshots/ for the README.
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests import services
+
+CHROMIUM = os.environ.get("CTXVIEW_CHROMIUM", "/usr/bin/chromium")
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ROOT = Path(__file__).resolve().parents[2]
+SCREENS = ROOT / "test-artifacts" / "screens"
+DOCS = ROOT / "docs" / "screenshots"
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    if not Path(CHROMIUM).exists():
+        services.require(f"chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        services.require("the playwright package (pip install -e '.[dev]')")
+    # Playwright's sync API runs an event loop on this thread; the tests' own database reads are
+    # ordinary synchronous code, so Django's guard against ORM calls from async code does not apply.
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+class Console:
+    """What the page logged: errors and uncaught exceptions fail the test that checks them."""
+
+    def __init__(self, page):
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        page.on("console", lambda message: message.type == "error" and self.errors.append(message.text))
+        page.on("pageerror", lambda error: self.errors.append(f"uncaught: {error}"))
+        page.on("dialog", self._dialog)
+
+    def _dialog(self, dialog):
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+
+@pytest.fixture
+def browser_page(chromium):
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
+    context.set_default_timeout(20_000)
+    page = context.new_page()
+    page.console = Console(page)
+    yield page
+    context.close()
+
+
+def login(page, base_url: str, username: str, password: str) -> None:
+    page.goto(f"{base_url}/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base_url}/")
+
+
+def screenshot(target, name: str) -> Path:
+    """Save a screenshot of a page (whole) or a locator under test-artifacts/screens/, and under
+    docs/screenshots/ too when CTXVIEW_UPDATE_SCREENSHOTS=1."""
+    SCREENS.mkdir(parents=True, exist_ok=True)
+    path = SCREENS / f"{name}.png"
+    if hasattr(target, "goto"):
+        target.screenshot(path=str(path), full_page=True)
+    else:
+        target.screenshot(path=str(path))
+    if os.environ.get("CTXVIEW_UPDATE_SCREENSHOTS") == "1":
+        DOCS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, DOCS / path.name)
+    return path
+
+
+def settle(page) -> None:
+    """Wait until htmx and plotly are done: no request in flight, every figure drawn."""
+    page.wait_for_load_state("networkidle")
+    page.wait_for_function(
+        "() => !document.querySelector('.htmx-request')"
+        " && [...document.querySelectorAll('[data-figure]')].every(el => el.dataset.drawn === 'ready')"
+    )

@@ -1,0 +1,222 @@
+"""The inspector in a real browser, on the demo runs: from the runs list to the turn-40 run, its charts,
+a cache break's diff, Explain this turn, Compare, Item; live updates; trace content stays text."""
+
+import re
+from datetime import UTC, datetime, timedelta
+from io import StringIO
+
+from django.core.management import call_command
+from django.utils import timezone
+
+import ctxview_sdk
+from ingest.models import Call, Run
+from tests.browser.conftest import login, screenshot, settle
+from tests.ctxview.ui_data import HOSTILE_RUN, hostile_story
+
+# The pixel position of a figure's point, from plotly's own axes (so a click lands on the marker).
+POINT = """([id, name, x, fraction]) => {
+  const gd = document.getElementById(id);
+  const trace = gd._fullData.find(t => t.name === name);
+  const i = trace.x.indexOf(x);
+  const layout = gd._fullLayout;
+  const ya = trace.yaxis === 'y2' ? layout.yaxis2 : layout.yaxis;
+  const box = gd.getBoundingClientRect();
+  return [
+    box.left + layout._size.l + layout.xaxis.l2p(x),
+    box.top + layout._size.t + ya.l2p(trace.y[i] * fraction),
+  ];
+}"""
+TRACES = "id => document.getElementById(id).data.map(trace => trace.name)"
+
+
+def first_seq_of_turn(run: Run, turn: int) -> int:
+    return min(run.calls.filter(turn=turn).values_list("seq", flat=True))
+
+
+def test_from_the_runs_list_to_the_turn_40_fact(live_server, browser_page, alice, project, key):
+    call_command("demo", url=live_server.url, key=key, stdout=StringIO())
+    Run.objects.filter(project=project).update(updated_at=timezone.now() - timedelta(hours=1))
+    incident = Run.objects.get(project=project, key="demo-incident-turn-40")
+    page, base = browser_page, live_server.url
+    login(page, base, "alice", "pw-alice")
+
+    # Runs list: every run with its figures.
+    page.goto(f"{base}/projects/alpha/runs/")
+    assert page.locator("table.runs tbody tr").count() == 3
+    screenshot(page, "runs")
+
+    # To the turn-40 run, through htmx (the page is not reloaded).
+    page.evaluate("window.stillTheSamePage = true")
+    page.click("text=demo-incident-turn-40")
+    page.wait_for_url(f"{base}/runs/{incident.id}/")
+    settle(page)
+    assert page.evaluate("window.stillTheSamePage") is True
+    assert page.title() == "Run demo-incident-turn-40 · ctxview"
+    composition = page.evaluate(TRACES, "plot-composition")
+    assert composition == [
+        "system",
+        "tools",
+        "memory",
+        "conversation",
+        "tool_results",
+        "scaffolding",
+        "limit − reserved output",
+        "reserved output",
+    ]
+    assert page.evaluate("document.getElementById('plot-composition').data[0].x.length") == 40
+    cache = page.evaluate(TRACES, "plot-cache")
+    assert cache == ["uncached", "cache write", "cache read", "expected read", "hit rate", "cache break"]
+    breaks = page.evaluate("document.getElementById('plot-cache').data[5].x")
+    assert len(breaks) == 29
+    presence = page.evaluate("document.getElementById('plot-presence').data[0]")
+    assert presence["type"] == "heatmap" and "fact:affected-shard" in presence["y"]
+    screenshot(page, "run-overview")
+    screenshot(page.locator("#panel-composition"), "composition")
+    screenshot(page.locator("#panel-cache"), "cache")
+    screenshot(page.locator("#panel-presence"), "presence")
+
+    # Click the invalidation marker where the turn-19 fact left: the call, its invalidator and the diff.
+    seq = first_seq_of_turn(incident, 31)
+    assert seq in breaks
+    page.locator("#plot-cache").scroll_into_view_if_needed()
+    page.mouse.click(*page.evaluate(POINT, ["plot-cache", "cache break", seq, 1]))
+    call = Call.objects.get(run=incident, seq=seq)
+    page.wait_for_url(f"{base}/calls/{call.id}/")
+    settle(page)
+    assert page.evaluate("window.stillTheSamePage") is True
+    assert page.locator(".break-box h3").inner_text() == "Cache broken: history_rewritten"
+    assert page.locator("pre.diff del").count() >= 1 and page.locator("pre.diff ins").count() >= 1
+    assert page.locator("tr.invalidator").count() == 1 and page.locator("tr.boundary-row").count() == 1
+    screenshot(page, "call")
+
+    # Previous and next call with the keyboard.
+    page.keyboard.press("ArrowRight")
+    page.wait_for_url(f"{base}/calls/{Call.objects.get(run=incident, seq=seq + 1).id}/")
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_url(f"{base}/calls/{call.id}/")
+
+    # Back to the run; click turn 40 on the composition chart: Explain this turn.
+    page.click(".crumbs >> text=Run demo-incident-turn-40")
+    page.wait_for_url(f"{base}/runs/{incident.id}/")
+    settle(page)
+    page.locator("#plot-composition").scroll_into_view_if_needed()
+    page.mouse.click(*page.evaluate(POINT, ["plot-composition", "system", 40, 0.5]))
+    page.wait_for_url(f"{base}/runs/{incident.id}/explain?turn=40")
+    settle(page)
+    fact = page.locator("#gone-since-start tbody tr", has_text="fact:affected-shard")
+    assert "sliding_window" in fact.inner_text()
+    assert f"call {seq} (turn 31)" in fact.inner_text()
+    assert "fact:affected-shard (left at turn 31: sliding_window)" in page.locator(".headlines").inner_text()
+    screenshot(page, "explain-turn-40")
+
+    # Compare the two calls around the drop.
+    page.click("text=Compare the two calls item by item")
+    page.wait_for_url(re.compile(r"/compare\?a=56&b=57$"))
+    page.fill("input[name=a]", str(seq - 1))
+    page.fill("input[name=b]", str(seq))
+    page.click("#page form.filters button[type=submit]")
+    page.wait_for_url(re.compile(rf"/compare\?a={seq - 1}&b={seq}$"))
+    removed = page.locator("section.card", has_text="Removed").locator("tr", has_text="fact:affected-shard")
+    removed.wait_for()
+    assert "sliding_window" in removed.inner_text()
+    screenshot(page, "compare")
+
+    # The fact's whole life.
+    removed.locator("a").click()
+    page.wait_for_url(re.compile(r"/item\?id=fact%3Aaffected-shard$"))
+    settle(page)
+    assert page.evaluate(TRACES, "plot-item") == ["verbatim", "excluded"]
+    assert "sliding_window" in page.locator("section.card", has_text="When it left the window").inner_text()
+    screenshot(page, "item")
+
+    assert page.console.errors == []
+    assert page.console.dialogs == []
+
+
+def test_a_run_that_is_still_receiving_calls_updates_itself(live_server, browser_page, alice, project, key):
+    ctxview_sdk.configure(live_server.url, key=key, service_name="live-agent", send_content=True)
+    start = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+
+    def send(turns):
+        for turn in turns:
+            with ctxview_sdk.call(
+                "live-run", turn, "claude-sonnet-4-5", start_time=start + timedelta(minutes=turn)
+            ) as c:
+                c.add_item(
+                    "system:prompt", "system", "system", content="You help.", role="system", tokens=900
+                )
+                for n in range(1, turn + 1):
+                    c.add_item(
+                        f"msg:{n}", "message", "conversation", content=f"message {n}", role="user", tokens=50
+                    )
+                c.set_budget(limit=10_000, reserved_output=1_000)
+                c.set_usage({"input_tokens": 950 + 50 * turn, "output_tokens": 20})
+        assert ctxview_sdk.flush(timeout=30)
+
+    try:
+        send(range(1, 4))
+        run = Run.objects.get(project=project, key="live-run")
+        page, base = browser_page, live_server.url
+        login(page, base, "alice", "pw-alice")
+        page.goto(f"{base}/runs/{run.id}/")
+        settle(page)
+        assert "Receiving calls" in page.locator(".run-status").inner_text()
+        assert page.locator(".kpis strong").first.inner_text() == "3"
+        send(range(4, 6))
+        page.wait_for_function(
+            "() => document.querySelector('.kpis strong').textContent === '5'", timeout=20_000
+        )
+        page.wait_for_function(
+            "() => { const gd = document.getElementById('plot-composition');"
+            " return gd && gd.data && gd.data[0].x.length === 5; }",
+            timeout=20_000,
+        )
+        screenshot(page, "live")
+        assert page.console.errors == []
+    finally:
+        ctxview_sdk.shutdown(timeout=10)
+
+
+def test_trace_content_is_text_in_the_browser(live_server, browser_page, alice, project, key):
+    ctxview_sdk.configure(
+        live_server.url, key=key, service_name="svc-<img src=x onerror=alert(9)>", send_content=True
+    )
+    try:
+        hostile_story()
+        assert ctxview_sdk.flush(timeout=30)
+    finally:
+        ctxview_sdk.shutdown(timeout=10)
+    run = Run.objects.get(project=project, key=HOSTILE_RUN)
+    calls = list(run.calls.order_by("seq"))
+    page, base = browser_page, live_server.url
+    login(page, base, "alice", "pw-alice")
+    for path in (
+        "/projects/alpha/runs/",
+        f"/runs/{run.id}/",
+        f"/calls/{calls[0].id}/",
+        f"/calls/{calls[1].id}/",
+        f"/runs/{run.id}/explain?turn=2",
+        f"/runs/{run.id}/compare?a=1&b=2",
+        f"/runs/{run.id}/item?id=%3Cscript%3Ealert(1)%3C%2Fscript%3E",
+    ):
+        page.goto(base + path)
+        settle(page)
+        for plot in page.locator("[data-figure]").all():  # plotly draws trace text in labels and hovers
+            box = plot.bounding_box()
+            if box:
+                page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        assert (
+            page.evaluate("document.querySelectorAll('img[src=\"x\"], script:not([src]):not([type])').length")
+            == 0
+        )
+    # Open every item's content on the second call.
+    page.goto(f"{base}/calls/{calls[1].id}/")
+    settle(page)
+    for link in page.locator("td.preview a").all():
+        link.click()
+        page.locator("#item-content pre.content").wait_for()
+    assert "<script>alert(1)</script>" in page.locator("#items").inner_text()
+    assert "<img src=x onerror=alert(2)>" in page.locator("#item-content").inner_text()
+    screenshot(page, "hostile-call")
+    assert page.console.dialogs == []
+    assert page.console.errors == []
