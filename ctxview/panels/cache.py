@@ -77,17 +77,16 @@ def _stack_tops(result: Mapping[str, Any]) -> list[int]:
 def figure(result: Mapping[str, Any]) -> dict:
     """Stacked bars per call, the hit-rate line on a second axis, and a clickable marker on each break."""
     x = result["x"]
+    # A bar opens its call (figure-level links by x, one list for all three bar traces).
+    label = "call %{x}" if result["bin"] == 1 else f"{result['bin']} calls up to %{{x}}"
     data: list[dict] = [
         {
             "type": "bar",
             "name": name,
             "x": x,
             "y": result[key],
-            "text": result["labels"],
-            "textposition": "none",
-            "customdata": result["urls"],
             "marker": {"color": palette.CACHE[key]},
-            "hovertemplate": f"%{{text}}<br>{name}: %{{y:,}}<extra></extra>",
+            "hovertemplate": f"{label}<br>{name}: %{{y:,}}<extra></extra>",
         }
         for key, name in (
             ("uncached", "uncached"),
@@ -168,7 +167,7 @@ def figure(result: Mapping[str, Any]) -> dict:
         "tickformat": ".0%",
         "showgrid": False,
     }
-    return {"data": data, "layout": layout, "config": config()}
+    return {"data": data, "layout": layout, "config": config(), "links": {"x": x, "urls": result["urls"]}}
 
 
 class CachePanel:

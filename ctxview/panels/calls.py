@@ -8,12 +8,11 @@ from ctxview.panels import BadParameter, help, int_param
 PAGE = 50
 
 
-def page_of(rows: list[dict], page: int, size: int = PAGE) -> dict:
-    """One page of the call rows, with the page numbers around it."""
-    pages = max(1, -(-len(rows) // size))
+def page_of(chunk: list[dict], total: int, page: int, size: int = PAGE) -> dict:
+    """One page of call rows (``chunk``, already cut to the page) out of ``total``, with its neighbours."""
+    pages = max(1, -(-total // size))
     if page > pages:
         raise BadParameter(f"page {page} does not exist: this run has {pages} page(s) of calls")
-    chunk = rows[(page - 1) * size : page * size]
     for row in chunk:
         cache = row.get("cache") or {}
         row["broke"] = bool(cache.get("broke"))
@@ -28,7 +27,7 @@ def page_of(rows: list[dict], page: int, size: int = PAGE) -> dict:
         "pages": pages,
         "previous": page - 1 if page > 1 else None,
         "next": page + 1 if page < pages else None,
-        "total": len(rows),
+        "total": total,
     }
 
 
@@ -46,10 +45,12 @@ class CallsPanel:
     def load(self, run, params: Mapping[str, Any]) -> dict:
         from ctxview.panels import load
 
-        return {"rows": load.series(run)}
+        # Calls are numbered 1..call_count: a page is a range of seq, read on its own.
+        first = (params["page"] - 1) * PAGE + 1
+        return {"rows": load.series(run, seqs=(first, first + PAGE - 1)), "total": run.call_count}
 
     def compute(self, data: Mapping[str, Any], params: Mapping[str, Any]) -> dict:
-        return page_of(data["rows"], params["page"])
+        return page_of(data["rows"], data["total"], params["page"])
 
     def summary(self, result: Mapping[str, Any]) -> str:
         return f"{result['total']} calls"

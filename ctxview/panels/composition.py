@@ -90,7 +90,6 @@ def figure(result: Mapping[str, Any], scale: str = "window") -> dict:
                 "stackgroup": "window",
                 "line": {"width": 0.5, "color": palette.BUCKETS[bucket]},
                 "fillcolor": palette.BUCKETS[bucket],
-                "customdata": result["links"],
                 "hovertemplate": f"{bucket}: %{{y:,}} tokens<extra></extra>",
             }
         )
@@ -145,7 +144,8 @@ def figure(result: Mapping[str, Any], scale: str = "window") -> dict:
                 ),
             }
         ]
-    return {"data": data, "layout": layout, "config": config()}
+    # A click anywhere on a turn (or call) opens it: one list of links for every band.
+    return {"data": data, "layout": layout, "config": config(), "links": {"x": x, "urls": result["links"]}}
 
 
 class CompositionPanel:

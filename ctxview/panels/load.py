@@ -42,11 +42,16 @@ def explain_url(run_id: int, turn: int | str) -> str:
     return f"{reverse('cv-explain', args=[run_id])}?turn={turn}"
 
 
-def series(run: Run, turn: int | None = None) -> list[dict]:
-    """Per call in seq order: ids, turn, usage, budget, and the buckets and cache parts of its analysis."""
+def series(run: Run, turn: int | None = None, seqs: tuple[int, int] | None = None) -> list[dict]:
+    """Per call in seq order: ids, turn, usage, budget, and the buckets and cache parts of its analysis.
+
+    ``turn`` keeps one turn's calls, ``seqs`` the calls numbered from its first to its last (inclusive).
+    """
     calls = run.calls.filter(seq__isnull=False)
     if turn is not None:
         calls = calls.filter(turn=turn)
+    if seqs is not None:
+        calls = calls.filter(seq__gte=seqs[0], seq__lte=seqs[1])
     rows = calls.order_by("seq").values(
         "id",
         "seq",

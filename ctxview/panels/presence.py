@@ -107,12 +107,15 @@ def presence(
     columns = [(start, min(start + size, len(seqs)) - 1) for start in range(0, len(seqs), size)]
     x = [seqs[last] for _, last in columns]
     z: list[list[int | None]] = []
-    text: list[list[str | None]] = []
+    # Hover text as an index into a table of distinct labels: a few dozen strings instead of one per cell
+    # (plots.js expands it before drawing).
+    cells: list[list[int]] = []
+    table: dict[str, int] = {}
     labels, links, groups = [], [], []
     seen_labels: set[str] = set()
     for item_id, entry in chosen:
         row_z: list[int | None] = [None] * len(columns)
-        row_text: list[str | None] = [None] * len(columns)
+        row_cells = [-1] * len(columns)
         by_column: dict[int, list[int]] = {}
         for column in entry["states"]:
             by_column.setdefault(column // size, []).append(column)
@@ -121,9 +124,10 @@ def presence(
             start, last = columns[bin_index]
             code = entry["states"].get(last) or entry["states"][members[-1]]
             row_z[bin_index] = code
-            row_text[bin_index] = _cell_text(entry, members, start, last, seqs, code)
+            label = _cell_text(entry, members, start, last, seqs, code)
+            row_cells[bin_index] = table.setdefault(label, len(table))
         z.append(row_z)
-        text.append(row_text)
+        cells.append(row_cells)
         label = _label(item_id, seen_labels)
         labels.append(label)
         links.append(f"{item_base}{quote(item_id, safe='')}")
@@ -134,7 +138,8 @@ def presence(
         "x": x,
         "labels": labels,
         "z": z,
-        "text": text,
+        "cells": cells,
+        "cell_labels": list(table),
         "links": links,
         "groups": groups,
         "bin": size,
@@ -163,7 +168,7 @@ def _cell_text(entry: Mapping, members: list[int], start: int, last: int, seqs: 
     if start == last:
         state = CODE_NAMES[code]
         reason = entry["reasons"].get(last)
-        return plot_text(f"call {seqs[last]}: {state}" + (f" ({reason})" if reason else ""))
+        return plot_text(state + (f" ({reason})" if reason else ""))
     included = sum(1 for column in members if entry["states"][column] != EXCLUDED)
     reasons = sorted({entry["reasons"][column] for column in members if column in entry["reasons"]})
     parts = [f"calls {seqs[start]}–{seqs[last]}: in {included} of {last - start + 1}"]
@@ -185,8 +190,7 @@ def figure(result: Mapping[str, Any]) -> dict:
             "type": "heatmap",
             "x": result["x"],
             "y": result["labels"],
-            "z": result["z"],
-            "text": result["text"],
+            "z": [[cell or 0 for cell in row] for row in result["z"]],  # plots.js: 0 -> gap
             "zmin": 0.5,
             "zmax": 5.5,
             "colorscale": colorscale,
@@ -194,7 +198,9 @@ def figure(result: Mapping[str, Any]) -> dict:
             "xgap": 1 if result["columns"] <= 120 else 0,
             "ygap": 1,
             "hoverongaps": False,
-            "hovertemplate": "%{y}<br>%{text}<extra></extra>",
+            "hovertemplate": "%{y}<br>call %{x}: %{text}<extra></extra>"
+            if result["bin"] == 1
+            else "%{y}<br>%{text}<extra></extra>",
         }
     ]
     layout = base_layout()
@@ -236,7 +242,13 @@ def figure(result: Mapping[str, Any]) -> dict:
         )
     layout["shapes"] = shapes
     layout["annotations"] = annotations
-    return {"data": data, "layout": layout, "config": config(), "links": {"rows": result["links"]}}
+    return {
+        "data": data,
+        "layout": layout,
+        "config": config(),
+        "links": {"rows": result["links"]},
+        "cells": {"labels": result["cell_labels"], "index": result["cells"]},
+    }
 
 
 class PresencePanel:

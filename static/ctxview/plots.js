@@ -44,12 +44,30 @@
     for (var i = 0; i < points.length; i++) {
       if (isLocal(points[i].customdata)) { navigate(points[i].customdata); return; }
     }
+    var byX = figure.links && figure.links.x;
+    if (byX && points.length) {
+      var at = byX.indexOf(points[0].x);
+      if (at >= 0 && isLocal(figure.links.urls[at])) { navigate(figure.links.urls[at]); return; }
+    }
     var rows = figure.links && figure.links.rows;
     if (rows && points.length) {
       var index = points[0].pointNumber;
       var row = Array.isArray(index) ? index[0] : null;
       if (row !== null && isLocal(rows[row])) navigate(rows[row]);
     }
+  }
+
+  // A heatmap's hover text comes as indexes into a table of labels, and its gaps as 0: expand both.
+  function expand(figure) {
+    if (!figure.cells) return;
+    var trace = figure.data[0];
+    var labels = figure.cells.labels;
+    trace.text = figure.cells.index.map(function (row) {
+      return row.map(function (i) { return i < 0 ? "" : labels[i]; });
+    });
+    trace.z = trace.z.map(function (row) {
+      return row.map(function (v) { return v === 0 ? null : v; });
+    });
   }
 
   function draw(el) {
@@ -63,6 +81,7 @@
       el.textContent = "This chart's data could not be read. Reload the page.";
       return;
     }
+    expand(figure);
     el.dataset.drawn = "drawing";
     el.classList.add("plot-loading");
     loadPlotly().then(function (Plotly) {

@@ -61,7 +61,7 @@ def test_the_composition_panel_has_a_band_per_bucket_and_the_budget(viewer_clien
     assert names[:5] == ["system", "tools", "memory", "conversation", "tool_results"]
     assert names[-2:] == ["limit − reserved output", "reserved output"]
     assert data["data"][0]["x"] == list(range(1, 41))
-    assert data["data"][0]["customdata"][39] == f"/runs/{inspect.incident.id}/explain?turn=40"
+    assert data["links"]["urls"][39] == f"/runs/{inspect.incident.id}/explain?turn=40"
     per_call = figure(
         viewer_client.get(f"/runs/{inspect.incident.id}/panels/composition?by=call"), "fig-composition"
     )
@@ -102,9 +102,8 @@ def test_the_presence_panel_is_bounded_and_filterable(viewer_client, inspect):
     assert "fact:affected-shard" in heatmap["y"] and "rule:ticket-owner" in heatmap["y"]
     assert heatmap["y"][:2] == ["system:prompt", "tool:query_metrics"]  # grouped by bucket
     row = heatmap["y"].index("fact:affected-shard")
-    assert heatmap["text"][row][heatmap["x"].index(seq_of_turn(inspect.incident, 31))].endswith(
-        "(sliding_window)"
-    )
+    cell = data["cells"]["index"][row][heatmap["x"].index(seq_of_turn(inspect.incident, 31))]
+    assert data["cells"]["labels"][cell] == "excluded (sliding_window)"
     assert data["links"]["rows"][row] == f"/runs/{inspect.incident.id}/item?id=fact%3Aaffected-shard"
     assert b"Show more items (240 rows)" in response.content
     filtered = figure(viewer_client.get(f"{url}?q=fact"), "fig-presence")

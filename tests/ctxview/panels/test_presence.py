@@ -35,7 +35,9 @@ def test_rows_are_grouped_by_bucket_and_cells_say_what_happened():
     assert result["labels"] == ["tool:a", "rule", "m1", "log"]
     assert [group["bucket"] for group in result["groups"]] == ["tools", "memory", "conversation", "other"]
     assert result["z"][2] == [1, 3, presence.EXCLUDED]
-    assert result["text"][2][2] == "call 3: excluded (sliding_window)"
+    assert result["cell_labels"][result["cells"][2][2]] == "excluded (sliding_window)"
+    assert result["cell_labels"][result["cells"][2][1]] == "summary"
+    assert result["cells"][1][0] == -1
     assert result["z"][1] == [None, 1, None]  # absent cells are gaps
     assert result["links"][0] == "/runs/1/item?id=tool%3Aa"
 
@@ -56,8 +58,9 @@ def test_a_thousand_call_run_is_bounded_in_rows_and_columns():
     assert "pinned" in result["labels"] and "msg:500" in result["labels"]  # flagged and pinned first
     cells = sum(1 for row in result["z"] for cell in row if cell is not None)
     assert cells <= presence.ROWS * presence.MAX_COLUMNS
-    binned = next(text for text in result["text"][0] if text)
-    assert binned.startswith("calls ")
+    binned = result["cell_labels"][next(index for index in result["cells"][0] if index >= 0)]
+    assert binned.startswith("calls ") and " in " in binned
+    assert len(result["cell_labels"]) < 5 * presence.MAX_COLUMNS  # a table of labels, not one per cell
     # What goes to the browser stays small whatever the run's length.
     assert len(json.dumps(presence.figure(result))) < 400_000
 
@@ -81,5 +84,7 @@ def test_the_figure_is_a_heatmap_with_row_links():
     result = presence.presence(presence.index(manifests()), item_base="/i?id=")
     figure = presence.figure(result)
     assert figure["data"][0]["type"] == "heatmap" and figure["data"][0]["hoverongaps"] is False
+    assert figure["data"][0]["z"][1] == [0, 1, 0]  # gaps travel as 0; plots.js makes them null
+    assert figure["cells"]["labels"] == result["cell_labels"]
     assert figure["links"]["rows"] == result["links"]
     assert len(figure["layout"]["annotations"]) == len(result["groups"])
