@@ -24,7 +24,6 @@ from django.db.models.fields.json import KT, KeyTransform
 from django.db.models.functions import Cast, Coalesce
 from django.urls import reverse
 
-from ingest.items import expand
 from ingest.models import Call, Content, Finding, Project, Run
 
 USAGE = ("uncached", "cache_write", "cache_read", "output", "prompt_total")
@@ -151,10 +150,6 @@ def contents(project_id: int, hashes: Iterable[str]) -> dict[str, str]:
 
 def last_call_of_turn(run: Run, turn: int) -> Call | None:
     return run.calls.filter(turn=turn, seq__isnull=False).order_by("-seq").first()
-
-
-def expanded(items: list) -> list[dict]:
-    return expand(items)
 
 
 # --- The runs list -------------------------------------------------------------------------------

@@ -77,16 +77,16 @@ def login(page, base_url: str, username: str, password: str) -> None:
     page.wait_for_url(f"{base_url}/")
 
 
-def screenshot(target, name: str) -> Path:
+def screenshot(target, name: str, docs: bool = True) -> Path:
     """Save a screenshot of a page (whole) or a locator under test-artifacts/screens/, and under
-    docs/screenshots/ too when CTXVIEW_UPDATE_SCREENSHOTS=1."""
+    docs/screenshots/ too (the README's) when CTXVIEW_UPDATE_SCREENSHOTS=1 and ``docs``."""
     SCREENS.mkdir(parents=True, exist_ok=True)
     path = SCREENS / f"{name}.png"
     if hasattr(target, "goto"):
         target.screenshot(path=str(path), full_page=True)
     else:
         target.screenshot(path=str(path))
-    if os.environ.get("CTXVIEW_UPDATE_SCREENSHOTS") == "1":
+    if docs and os.environ.get("CTXVIEW_UPDATE_SCREENSHOTS") == "1":
         DOCS.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, DOCS / path.name)
     return path

@@ -171,7 +171,7 @@ def test_a_run_that_is_still_receiving_calls_updates_itself(live_server, browser
             " return gd && gd.data && gd.data[0].x.length === 5; }",
             timeout=20_000,
         )
-        screenshot(page, "live")
+        screenshot(page, "live", docs=False)
         assert page.console.errors == []
     finally:
         ctxview_sdk.shutdown(timeout=10)
@@ -217,6 +217,6 @@ def test_trace_content_is_text_in_the_browser(live_server, browser_page, alice, 
         page.locator("#item-content pre.content").wait_for()
     assert "<script>alert(1)</script>" in page.locator("#items").inner_text()
     assert "<img src=x onerror=alert(2)>" in page.locator("#item-content").inner_text()
-    screenshot(page, "hostile-call")
+    screenshot(page, "hostile-call", docs=False)
     assert page.console.dialogs == []
     assert page.console.errors == []
