@@ -4,11 +4,10 @@ A bad manifest is reported on its call, never a reason to drop the span: ``parse
 ManifestError with one sentence that names the offending field.
 """
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
-from ingest import tokens
+from ingest import otlp, tokens
 from ingest.items import Item, digest
 
 BUCKETS = ("system", "tools", "conversation", "tool_results", "retrieved", "memory", "summary", "other")
@@ -47,11 +46,16 @@ def _text(value: Any, where: str, required: bool = False, limit: int = MAX_TEXT)
     return value
 
 
+MAX_COUNT = 2**31 - 1  # token and turn columns are 32-bit
+
+
 def _count(value: Any, where: str, minimum: int = 0) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ManifestError(f"{where} must be a whole number of at least {minimum}")
+    if value > MAX_COUNT:
+        raise ManifestError(f"{where} is larger than {MAX_COUNT}")
     return value
 
 
@@ -75,7 +79,7 @@ def parse(value: Any) -> Manifest:
     """The manifest in a span attribute (a JSON string or a structured value), validated."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = otlp.json_value(value)
         except ValueError as exc:
             raise ManifestError(f"not valid JSON ({exc})") from None
     if not isinstance(value, dict):

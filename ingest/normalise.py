@@ -6,13 +6,12 @@ Everything is normalised to the OTel message shape ``{"role", "parts": [...]}`` 
 call's ordered items, in provider render order: tools, system, messages.
 """
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ingest import manifest as manifest_module
-from ingest import semconv, tokens
+from ingest import otlp, semconv, tokens
 from ingest.items import CONTENT_LIMIT, Item, digest, render
 from ingest.usage import Usage, normalise_usage, provider_name
 
@@ -103,7 +102,7 @@ def _json(value: Any) -> Any:
         stripped = value.lstrip()
         if stripped[:1] in ("[", "{", '"'):
             try:
-                return json.loads(value)
+                return otlp.json_value(value)
             except ValueError:
                 return value
     return value
@@ -127,11 +126,16 @@ def nest(attributes: dict, prefix: str) -> dict:
     return root
 
 
+def _is_number(text: str, max_digits: int) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= max_digits
+
+
 def _indexed(mapping: Any) -> list:
     """Values of a dict keyed by "0", "1", … in index order."""
     if not isinstance(mapping, dict):
         return []
-    keys = sorted((key for key in mapping if key.isdigit()), key=int)
+    # isdigit() alone accepts "²", which int() refuses; indexes past 9 digits are not real either.
+    keys = sorted((key for key in mapping if _is_number(key, 9)), key=int)
     return [mapping[key] for key in keys]
 
 
@@ -565,11 +569,15 @@ def _finish_reasons(attributes: dict) -> tuple[str, ...]:
     return ()
 
 
+MAX_TURN = 2**31 - 1  # the column's range
+
+
 def _turn_hint(attributes: dict) -> int | None:
     value = attributes.get(semconv.CTXVIEW_TURN)
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and _is_number(value, 10):
         value = int(value)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+    valid = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_TURN
+    return value if valid else None
 
 
 def call_record(

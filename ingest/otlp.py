@@ -8,6 +8,7 @@ import base64
 import binascii
 import json
 import math
+import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -345,6 +346,48 @@ def load(signal: str, data: bytes) -> Message:
 def _text(value: str) -> str:
     # PostgreSQL text and jsonb cannot hold NUL; keep the rest of the string.
     return value.replace("\x00", "\ufffd") if "\x00" in value else value
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _storable_text(value: str) -> str:
+    value = _text(value)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # PostgreSQL stores UTF-8: a lone surrogate cannot be written
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    return value
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def json_value(text: str) -> Any:
+    """JSON carried in a string attribute, parsed. ValueError when it is not JSON, including JSON nested
+    too deep for the parser and NaN or Infinity (jsonb has neither). JSON escapes can spell NUL and lone
+    surrogates, which PostgreSQL cannot store: they become U+FFFD, as in attribute strings."""
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    if "\\u" not in text:  # only an escape can spell them: the attribute string itself is clean
+        return value
+    # Iteratively: the value may nest as deep as the parser allowed, close to the recursion limit.
+    root = [value]
+    pending: list[tuple[Any, Any]] = [(root, 0)]
+    while pending:
+        container, key = pending.pop()
+        item = container[key]
+        if isinstance(item, str):
+            container[key] = _storable_text(item)
+        elif isinstance(item, list):
+            pending.extend((item, index) for index in range(len(item)))
+        elif isinstance(item, dict):
+            container[key] = item = {_storable_text(name): child for name, child in item.items()}
+            pending.extend((item, name) for name in item)
+    return root[0]
 
 
 def any_value(value: AnyValue) -> Any:

@@ -6,12 +6,11 @@ input figure that *includes* cached tokens; a few emitters copy Anthropic's or B
 prompt_total``. A figure the source did not report is None (unknown), never 0.
 """
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingest import semconv
+from ingest import otlp, semconv
 
 # Providers whose prompt caching has no separate write charge: a reported cache read with no write
 # figure means nothing was written (OpenAI-style automatic caching; Gemini writes through another API).
@@ -68,15 +67,22 @@ class Usage:
         }
 
 
+# No call has this many tokens: a larger figure is junk, and summing a few of them into a run's totals
+# would overflow its 64-bit columns (failing every later batch of the run).
+MAX_TOKENS = 2**40
+
+
 def _count(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float) and value.is_integer() and value >= 0:
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    elif isinstance(value, str):
+        value = value.strip()
+        # isdigit() alone accepts "²", which int() refuses.
+        value = int(value) if value.isascii() and value.isdigit() and len(value) <= 13 else None
+    if isinstance(value, int) and 0 <= value <= MAX_TOKENS:
+        return value
     return None
 
 
@@ -110,7 +116,7 @@ def _logfire_raw(attributes: dict) -> dict:
     raw = attributes.get(semconv.LOGFIRE_RAW_USAGE)
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
+            raw = otlp.json_value(raw)
         except ValueError:
             return {}
     return raw if isinstance(raw, dict) else {}
