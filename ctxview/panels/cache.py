@@ -4,7 +4,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxview.panels import help, palette
-from ctxview.panels.plot import base_layout, config, plot_text
+from ctxview.panels.plot import axis, base_layout, config, links, plot_text
 
 # Above this many calls the bars are binned (sums per bin); breaks are always shown one by one.
 MAX_BARS = 1500
@@ -83,7 +83,7 @@ def figure(result: Mapping[str, Any]) -> dict:
         {
             "type": "bar",
             "name": name,
-            "x": x,
+            **axis(x),
             "y": result[key],
             "marker": {"color": palette.CACHE[key]},
             "hovertemplate": f"{label}<br>{name}: %{{y:,}}<extra></extra>",
@@ -99,7 +99,7 @@ def figure(result: Mapping[str, Any]) -> dict:
             "type": "scatter",
             "mode": "lines",
             "name": "expected read",
-            "x": x,
+            **axis(x),
             "y": result["expected_read"],
             "line": {"color": "#1d2330", "width": 1, "dash": "dot", "shape": "hv"},
             "hovertemplate": "expected read: %{y:,}<extra></extra>",
@@ -110,7 +110,7 @@ def figure(result: Mapping[str, Any]) -> dict:
             "type": "scatter",
             "mode": "lines",
             "name": "hit rate",
-            "x": x,
+            **axis(x),
             "y": result["hit_rate"],
             "yaxis": "y2",
             "line": {"color": "#2f5bd3", "width": 1.5},
@@ -167,7 +167,7 @@ def figure(result: Mapping[str, Any]) -> dict:
         "tickformat": ".0%",
         "showgrid": False,
     }
-    return {"data": data, "layout": layout, "config": config(), "links": {"x": x, "urls": result["urls"]}}
+    return {"data": data, "layout": layout, "config": config(), "links": links(x, result["urls"])}
 
 
 class CachePanel:

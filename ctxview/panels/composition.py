@@ -4,7 +4,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxview.panels import choice_param, help, palette
-from ctxview.panels.plot import base_layout, config, plot_text
+from ctxview.panels.plot import axis, base_layout, config, links, plot_text
 
 # Above this many points per-call charts are binned (each point the largest window of its bin).
 MAX_POINTS = 1500
@@ -85,7 +85,7 @@ def figure(result: Mapping[str, Any], scale: str = "window") -> dict:
                 "type": "scatter",
                 "mode": "lines",
                 "name": bucket,
-                "x": x,
+                **axis(x),
                 "y": values,
                 "stackgroup": "window",
                 "line": {"width": 0.5, "color": palette.BUCKETS[bucket]},
@@ -103,7 +103,7 @@ def figure(result: Mapping[str, Any], scale: str = "window") -> dict:
                 "type": "scatter",
                 "mode": "lines",
                 "name": "limit − reserved output",
-                "x": x,
+                **axis(x),
                 "y": usable,
                 "line": {"color": palette.BUDGET, "width": 1, "dash": "dot"},
                 "hovertemplate": "usable for input: %{y:,}<extra></extra>",
@@ -114,7 +114,7 @@ def figure(result: Mapping[str, Any], scale: str = "window") -> dict:
                 "type": "scatter",
                 "mode": "lines",
                 "name": "reserved output",
-                "x": x,
+                **axis(x),
                 "y": result["limit"],
                 "fill": "tonexty",
                 "fillcolor": palette.RESERVED,
@@ -145,7 +145,7 @@ def figure(result: Mapping[str, Any], scale: str = "window") -> dict:
             }
         ]
     # A click anywhere on a turn (or call) opens it: one list of links for every band.
-    return {"data": data, "layout": layout, "config": config(), "links": {"x": x, "urls": result["links"]}}
+    return {"data": data, "layout": layout, "config": config(), "links": links(x, result["links"])}
 
 
 class CompositionPanel:

@@ -29,3 +29,32 @@ def config() -> dict:
         "responsive": True,
         "modeBarButtonsToRemove": ["lasso2d", "select2d", "toImage"],
     }
+
+
+def axis(x: list) -> dict:
+    """The x values of a trace: ``x0``/``dx`` when they are evenly spaced numbers (a long run's calls),
+    else the list itself."""
+    if len(x) > 2 and all(isinstance(value, int) for value in x):
+        step = x[1] - x[0]
+        if step > 0 and all(b - a == step for a, b in zip(x, x[1:], strict=False)):
+            return {"x0": x[0], "dx": step}
+    return {"x": list(x)}
+
+
+def links(x: list, urls: list[str]) -> dict:
+    """What a click at ``x`` opens, compactly: the urls' common prefix and suffix once, the part that
+    varies per point (a call id, a turn) in a list; static/ctxview/plots.js puts them back together."""
+    prefix = _common_prefix(urls)
+    suffix = _common_prefix([url[len(prefix) :][::-1] for url in urls])[::-1]
+    ids = [url[len(prefix) : len(url) - len(suffix)] for url in urls]
+    return {**axis(x), "prefix": prefix, "suffix": suffix, "ids": ids}
+
+
+def _common_prefix(values: list[str]) -> str:
+    if not values:
+        return ""
+    first, last = min(values), max(values)
+    length = 0
+    while length < min(len(first), len(last)) and first[length] == last[length]:
+        length += 1
+    return first[:length]

@@ -39,15 +39,22 @@
     link.click();
   }
 
+  // links: {x: [...]} or {x0, dx}, with prefix + ids[i] + suffix (see ctxview/panels/plot.py).
+  function linkAt(links, x) {
+    var index = links.x ? links.x.indexOf(x) : Math.round((x - links.x0) / links.dx);
+    if (index < 0 || index >= links.ids.length) return null;
+    return links.prefix + links.ids[index] + links.suffix;
+  }
+
   function clicked(figure, event) {
     var points = (event && event.points) || [];
     for (var i = 0; i < points.length; i++) {
       if (isLocal(points[i].customdata)) { navigate(points[i].customdata); return; }
     }
-    var byX = figure.links && figure.links.x;
+    var byX = figure.links && figure.links.ids;
     if (byX && points.length) {
-      var at = byX.indexOf(points[0].x);
-      if (at >= 0 && isLocal(figure.links.urls[at])) { navigate(figure.links.urls[at]); return; }
+      var url = linkAt(figure.links, points[0].x);
+      if (isLocal(url)) { navigate(url); return; }
     }
     var rows = figure.links && figure.links.rows;
     if (rows && points.length) {

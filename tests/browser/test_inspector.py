@@ -17,7 +17,7 @@ from tests.ctxview.ui_data import HOSTILE_RUN, hostile_story
 POINT = """([id, name, x, fraction]) => {
   const gd = document.getElementById(id);
   const trace = gd._fullData.find(t => t.name === name);
-  const i = trace.x.indexOf(x);
+  const i = trace.x ? trace.x.indexOf(x) : Math.round((x - trace.x0) / trace.dx);
   const layout = gd._fullLayout;
   const ya = trace.yaxis === 'y2' ? layout.yaxis2 : layout.yaxis;
   const box = gd.getBoundingClientRect();
@@ -63,7 +63,7 @@ def test_from_the_runs_list_to_the_turn_40_fact(live_server, browser_page, alice
         "limit − reserved output",
         "reserved output",
     ]
-    assert page.evaluate("document.getElementById('plot-composition').data[0].x.length") == 40
+    assert page.evaluate("document.getElementById('plot-composition').data[0].y.length") == 40
     cache = page.evaluate(TRACES, "plot-cache")
     assert cache == ["uncached", "cache write", "cache read", "expected read", "hit rate", "cache break"]
     breaks = page.evaluate("document.getElementById('plot-cache').data[5].x")
@@ -168,7 +168,7 @@ def test_a_run_that_is_still_receiving_calls_updates_itself(live_server, browser
         )
         page.wait_for_function(
             "() => { const gd = document.getElementById('plot-composition');"
-            " return gd && gd.data && gd.data[0].x.length === 5; }",
+            " return gd && gd.data && gd.data[0].y.length === 5; }",
             timeout=20_000,
         )
         screenshot(page, "live", docs=False)

@@ -60,12 +60,15 @@ def test_the_composition_panel_has_a_band_per_bucket_and_the_budget(viewer_clien
     names = [trace["name"] for trace in data["data"]]
     assert names[:5] == ["system", "tools", "memory", "conversation", "tool_results"]
     assert names[-2:] == ["limit − reserved output", "reserved output"]
-    assert data["data"][0]["x"] == list(range(1, 41))
-    assert data["links"]["urls"][39] == f"/runs/{inspect.incident.id}/explain?turn=40"
+    assert (data["data"][0]["x0"], data["data"][0]["dx"], len(data["data"][0]["y"])) == (1, 1, 40)
+    links = data["links"]
+    assert (
+        links["prefix"] + links["ids"][39] + links["suffix"] == f"/runs/{inspect.incident.id}/explain?turn=40"
+    )
     per_call = figure(
         viewer_client.get(f"/runs/{inspect.incident.id}/panels/composition?by=call"), "fig-composition"
     )
-    assert len(per_call["data"][0]["x"]) == 57
+    assert len(per_call["data"][0]["y"]) == 57
 
 
 def test_the_cache_panel_marks_every_break_with_a_link_to_its_call(viewer_client, inspect):

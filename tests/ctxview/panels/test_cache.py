@@ -30,7 +30,7 @@ def test_the_figure_marks_each_break_clickably_above_the_bars():
     # Trace text is escaped for plotly's pseudo-HTML.
     assert "msg:&lt;b&gt;x&lt;/b&gt;" in marker["hovertext"][0]
     assert figure["layout"]["barmode"] == "stack"
-    assert figure["links"] == {"x": [1, 2], "urls": ["/calls/1001/", "/calls/1002/"]}
+    assert figure["links"] == {"x": [1, 2], "prefix": "/calls/100", "suffix": "/", "ids": ["1", "2"]}
     assert figure["data"][0]["hovertemplate"].startswith("call %{x}")
 
 

@@ -36,7 +36,7 @@ def test_the_figure_stacks_buckets_and_draws_the_limit_and_reserved_output():
     assert figure["layout"]["yaxis"]["range"][1] < 200_000
     assert "off the scale" in figure["layout"]["annotations"][0]["text"]
     assert "range" not in composition.figure(result, scale="budget")["layout"]["yaxis"]
-    assert figure["links"] == {"x": [1, 2], "urls": ["/e?turn=1", "/e?turn=2"]}
+    assert figure["links"] == {"x": [1, 2], "prefix": "/e?turn=", "suffix": "", "ids": ["1", "2"]}
 
 
 def test_long_runs_are_binned_to_the_largest_window_of_each_bin(monkeypatch):
