@@ -25,7 +25,7 @@ from pathlib import Path
 
 import requests
 from payloads import BATCH_SIZE, build_batches, span_counts
-from servers import Ctxview, MemoryPeaks, MemorySampler, Phoenix, throwaway_ctxview
+from servers import Ctxview, MemorySampler, Peaks, Phoenix, throwaway_ctxview
 
 # --- Posting -------------------------------------------------------------------------------------
 
@@ -103,7 +103,7 @@ class LoadResult:
     stored_s: float | None = None  # every accepted span stored (queryable)
     normalised_s: float | None = None  # every call stored and numbered in its run
     analysed_s: float | None = None  # every run's analysed_seq == call_count
-    memory: dict[str, MemoryPeaks] = field(default_factory=dict)
+    memory: dict[str, Peaks] = field(default_factory=dict)
     load_before: float = 0.0
     load_after: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -265,8 +265,20 @@ LOAD_HEADER = (
     "end-to-end spans/s",
     "web RSS MiB",
     "worker RSS MiB",
+    "CPU ms/span web+worker+pg",
     "load avg",
 )
+
+
+def cpu_per_span(result: LoadResult) -> str:
+    """CPU time the server's processes used per accepted span: web, worker and PostgreSQL backends."""
+    spans = result.posted.accepted_spans
+    if not spans:
+        return "-"
+    parts = [result.memory[name].cpu_seconds * 1000 / spans if name in result.memory else None
+             for name in ("web", "worker", "postgres")]  # fmt: skip
+    shown = "+".join(f"{part:.2f}" if part is not None else "-" for part in parts)
+    return f"{sum(part or 0 for part in parts):.2f} ({shown})"
 
 
 def load_row(result: LoadResult) -> tuple[str, ...]:
@@ -286,6 +298,7 @@ def load_row(result: LoadResult) -> tuple[str, ...]:
         end_to_end,
         memory["web"].mib() if "web" in memory else "-",
         memory["worker"].mib() if "worker" in memory else "-",
+        cpu_per_span(result),
         f"{result.load_before:.1f}->{result.load_after:.1f}",
     )
 

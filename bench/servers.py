@@ -73,32 +73,59 @@ def child_process(
                     process.wait()
 
 
-# --- Memory --------------------------------------------------------------------------------------
+# --- Memory and CPU ------------------------------------------------------------------------------
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def group_rss_kib(pgids: set[int]) -> dict[int, int]:
-    """Resident memory (KiB) of every live process whose process group is in ``pgids``, by pid."""
-    found = {}
+@dataclass
+class ProcessInfo:
+    rss_kib: int
+    cpu_seconds: float  # user + system, this process only
+
+
+def processes(groups: dict[str, set[int] | str]) -> dict[str, dict[int, ProcessInfo]]:
+    """Live processes of each group: a set of process group ids, or (a string) the PostgreSQL
+    backends whose title names it (a database name)."""
+    found: dict[str, dict[int, ProcessInfo]] = {name: {} for name in groups}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
             with open(f"/proc/{entry.name}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
+                command, _, rest = stat.read().partition(" (")[2].rpartition(")")
+                fields = rest.split()
+            title = ""
+            if command == "postgres":
+                with open(f"/proc/{entry.name}/cmdline") as cmdline:
+                    title = cmdline.read()
         except OSError:  # gone meanwhile
             continue
-        # After the command name: state, ppid, pgrp, ..., rss is field 24 (index 21 here).
-        if int(fields[2]) in pgids:
-            found[int(entry.name)] = int(fields[21]) * PAGE_KIB
+        # After the command name: state, ppid, pgrp, ...; utime and stime are fields 14 and 15 of the
+        # whole line (11 and 12 here), rss field 24 (21 here).
+        for name, member in groups.items():
+            if (int(fields[2]) in member) if isinstance(member, set) else (member in title):
+                cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+                found[name][int(entry.name)] = ProcessInfo(int(fields[21]) * PAGE_KIB, cpu)
     return found
 
 
+def group_rss_kib(pgids: set[int]) -> dict[int, int]:
+    """Resident memory (KiB) of every live process whose process group is in ``pgids``, by pid."""
+    return {pid: info.rss_kib for pid, info in processes({"group": pgids})["group"].items()}
+
+
 @dataclass
-class MemoryPeaks:
-    """Peak RSS of a set of process groups: the largest single process and the largest group total."""
+class Peaks:
+    """Peak RSS of a group (largest process, largest total) and the CPU time its processes used."""
 
     process_kib: int = 0
     total_kib: int = 0
+    cpu_by_pid: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def cpu_seconds(self) -> float:
+        return sum(self.cpu_by_pid.values())
 
     def mib(self) -> str:
         return f"{self.process_kib / 1024:.0f}/{self.total_kib / 1024:.0f}" if self.total_kib else "-"
@@ -106,28 +133,34 @@ class MemoryPeaks:
 
 @dataclass
 class MemorySampler:
-    """Samples the RSS of named sets of process groups in a thread, keeping the peaks."""
+    """Samples the processes of named groups in a thread: peak RSS, and CPU time since the start."""
 
-    groups: dict[str, set[int]] = field(default_factory=dict)
+    groups: dict[str, set[int] | str] = field(default_factory=dict)
     interval: float = 0.25
-    peaks: dict[str, MemoryPeaks] = field(default_factory=dict)
+    peaks: dict[str, Peaks] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._cpu_at_start: dict[int, float] = {}
 
     def sample(self) -> None:
-        for name, pgids in self.groups.items():
-            rss = group_rss_kib(pgids)
-            peak = self.peaks.setdefault(name, MemoryPeaks())
-            peak.process_kib = max(peak.process_kib, max(rss.values(), default=0))
-            peak.total_kib = max(peak.total_kib, sum(rss.values()))
+        for name, found in processes(self.groups).items():
+            peak = self.peaks.setdefault(name, Peaks())
+            if name not in ("postgres",):  # backends are shared processes: their RSS says little
+                peak.process_kib = max(peak.process_kib, max((p.rss_kib for p in found.values()), default=0))
+                peak.total_kib = max(peak.total_kib, sum(p.rss_kib for p in found.values()))
+            for pid, info in found.items():
+                start = self._cpu_at_start.setdefault(pid, info.cpu_seconds if self._first else 0.0)
+                peak.cpu_by_pid[pid] = info.cpu_seconds - start
+        self._first = False
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self.sample()
 
     def __enter__(self) -> "MemorySampler":
+        self._first = True  # CPU already used by processes alive now is not the load's
         self.sample()
         self._thread.start()
         return self
@@ -185,10 +218,14 @@ class Ctxview:
     def progress(self) -> Progress:
         return Progress(*(int(value) for value in self.execute(PROGRESS_SQL)[0]))
 
-    def memory_groups(self) -> dict[str, set[int]]:
-        groups = {"web": {self.web_pgid}}
+    database: str = ""
+
+    def memory_groups(self) -> dict[str, set[int] | str]:
+        groups: dict[str, set[int] | str] = {"web": {self.web_pgid}}
         if self.worker_pgids:
             groups["worker"] = set(self.worker_pgids)
+        if self.database:
+            groups["postgres"] = f" {self.database} "  # its backends' titles: "postgres: USER DB HOST ..."
         return groups
 
     def manage(self, *args: str) -> str:
@@ -262,8 +299,17 @@ def throwaway_ctxview(
         if mode == "postgres":
             env["DATABASE_URL"] = stack.enter_context(postgres_database(pg_admin_url))
             env["CELERY_BROKER_URL"] = redis_url
-            redis.Redis.from_url(redis_url).flushdb()  # no tasks left over from an earlier run
-            stack.callback(lambda: redis.Redis.from_url(redis_url).flushdb())
+            broker = redis.Redis.from_url(redis_url)
+            # Two benchmarks on one Redis database would take each other's tasks: one at a time.
+            if not broker.set("ctxview-bench-lock", os.getpid(), nx=True, ex=3600):
+                holder = broker.get("ctxview-bench-lock")
+                raise RuntimeError(
+                    f"process {holder} runs a benchmark on {redis_url}: use another --redis-url"
+                )
+            stack.callback(lambda: broker.delete("ctxview-bench-lock"))
+            broker.flushdb()  # no tasks left over from an earlier run (the lock goes too: set it again)
+            broker.set("ctxview-bench-lock", os.getpid(), ex=3600)
+            stack.callback(broker.flushdb)
         manage(env, "migrate", "--noinput")
         key = manage(env, "createproject", "bench").strip().splitlines()[-1]
 
@@ -313,7 +359,8 @@ def throwaway_ctxview(
                 return connection.execute(sql).fetchall()
         else:
             execute = _sqlite_executor(folder / "data" / "ctxview.sqlite3")
-        yield Ctxview(label, base_url, key, env, folder, gunicorn.pid, worker_pgids, execute)
+        database = env["DATABASE_URL"].rsplit("/", 1)[1] if mode == "postgres" else ""
+        yield Ctxview(label, base_url, key, env, folder, gunicorn.pid, worker_pgids, execute, database)
 
 
 # --- Arize Phoenix -------------------------------------------------------------------------------
