@@ -4,6 +4,7 @@ from django.db.models import Count, Max
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
+from django.views.decorators.gzip import gzip_page
 from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
 from ctxview import analysis
@@ -87,6 +88,10 @@ def run_live(request: HttpRequest, run_id: int) -> HttpResponse:
     return response
 
 
+# Panels carry the charts' data (a long run's is a few hundred kB of JSON that compresses 20x). They are
+# compressed here, not site-wide: a panel holds no secret (no CSRF token), so compressing it cannot leak
+# one (BREACH), whereas the pages do carry the token.
+@gzip_page
 @ui_view
 def run_panel(request: HttpRequest, run_id: int, slug: str) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)

@@ -342,3 +342,13 @@ def test_every_run_page_escapes_what_the_trace_sent(viewer_client, inspect):
         assert "<script>alert" not in body and "<img src=x" not in body, path
     body = viewer_client.get(f"/runs/{run.id}/compare?a=1&b=2").content.decode()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
+
+
+def test_panels_are_compressed_but_pages_with_the_csrf_token_are_not(viewer_client, inspect):
+    import gzip
+
+    panel = viewer_client.get(f"/runs/{inspect.incident.id}/panels/presence", HTTP_ACCEPT_ENCODING="gzip")
+    assert panel["Content-Encoding"] == "gzip"
+    assert b"fig-presence" in gzip.decompress(panel.content)
+    page = viewer_client.get(f"/runs/{inspect.incident.id}/", HTTP_ACCEPT_ENCODING="gzip")
+    assert not page.has_header("Content-Encoding") and b"X-CSRFToken" in page.content
