@@ -222,7 +222,7 @@ def main() -> None:
 
 def report(figures: dict, database: str) -> None:
     print(f"\nRun overview, {database}, gunicorn 1 worker, DEBUG off\n")
-    print("| run | request | cold ms | warm ms | bytes | gzip bytes |")
+    print("| run | request | cold ms | warm ms | bytes (uncompressed) | gzip bytes |")
     print("|---|---|---:|---:|---:|---:|")
     for calls, result in figures.items():
         total = {"cold_ms": 0.0, "warm_ms": 0.0, "bytes": 0, "gzip": 0}
