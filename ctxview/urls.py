@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from ctxview import api, review_api, views, views_call, views_run
+from ctxview import api, review_api, views, views_call, views_review, views_run
 from ingest import receiver
 
 urlpatterns = [
@@ -42,6 +42,8 @@ urlpatterns = [
     path("runs/<int:run_id>/compare/item", views_run.compare_item, name="cv-compare-item"),
     path("runs/<int:run_id>/item", views_run.item_page, name="cv-item"),
     path("calls/<int:call_id>/", views_call.call, name="cv-call"),
+    path("runs/<int:run_id>/review", views_review.run_review, name="cv-run-review"),
+    path("projects/<slug:slug>/settings", views_review.project_settings, name="cv-project-settings"),
     path("calls/<int:call_id>/content", views_call.call_content, name="cv-call-content"),
     path("admin/", admin.site.urls),
 ]

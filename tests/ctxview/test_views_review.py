@@ -1,0 +1,94 @@
+"""The review page (notes, labels, bookmarks, export, deletion) and the project settings page."""
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from ctxview.models import Bookmark, Label, Note
+from ingest.models import Membership, Project, Run
+from tests import factories
+from tests.factories import user_message
+from tests.ingest.test_calls import TRACE, send  # noqa: F401  (the fixture)
+
+
+@pytest.fixture
+def run(send, project):  # noqa: F811
+    for number in (1, 2):
+        request = ExportTraceServiceRequest()
+        factories.chat_span(
+            request,
+            trace_id=TRACE,
+            number=number,
+            messages=[user_message("<b>why?</b>")],
+            attributes={"gen_ai.conversation.id": "r"},
+        )
+        send(request)
+    return Run.objects.get()
+
+
+def test_an_editor_adds_notes_labels_and_bookmarks(client, run, bob):
+    Membership.objects.create(project=run.project, user=bob, role="editor")
+    client.force_login(bob)
+    url = f"/runs/{run.id}/review"
+    client.post(
+        url, {"action": "add_note", "body": "<script>alert(1)</script> the window slid", "call_seq": "2"}
+    )
+    client.post(url, {"action": "add_label", "name": "Incident", "link": "https://t.example/INC-1"})
+    client.post(url, {"action": "bookmark", "call_seq": "1"})
+    assert Note.objects.get().call.seq == 2
+    assert list(Label.objects.values_list("name", flat=True)) == ["incident"]
+    assert Bookmark.objects.get().call.seq == 1
+    page = client.get(url).content.decode()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; the window slid" in page and "<script>alert(1)" not in page
+    assert "https://t.example/INC-1" in page
+    response = client.post(
+        url, {"action": "add_label", "name": "x", "link": "javascript:alert(1)"}, follow=True
+    )
+    assert "the link must be an http(s) URL" in response.content.decode()
+    assert Label.objects.count() == 1
+
+
+def test_a_viewer_reads_but_cannot_write_and_a_stranger_gets_404(client, run, bob, django_user_model):
+    Membership.objects.create(project=run.project, user=bob, role="viewer")
+    client.force_login(bob)
+    assert client.get(f"/runs/{run.id}/review").status_code == 200
+    assert client.post(f"/runs/{run.id}/review", {"action": "add_note", "body": "x"}).status_code == 403
+    client.force_login(factories.user("stranger"))
+    assert client.get(f"/runs/{run.id}/review").status_code == 404
+
+
+def test_an_admin_deletes_the_run_from_its_review_page(client, run, alice):
+    client.force_login(alice)
+    response = client.post(f"/runs/{run.id}/review", {"action": "delete_run"})
+    assert response.status_code == 302
+    assert not Run.objects.exists()
+
+
+def test_settings_change_the_policy_and_members(client, run, alice, bob):
+    client.force_login(alice)
+    url = f"/projects/{run.project.slug}/settings"
+    assert client.get(url).status_code == 200
+    client.post(
+        url,
+        {
+            "action": "policy",
+            "retention_days": "7",
+            "raw_retention_days": "1",
+            "hash_only": "on",
+            "patterns": "ticket TCK-[0-9]+\nemail [a-z]+@[a-z.]+",
+        },
+    )
+    project = Project.objects.get(id=run.project_id)
+    assert (project.retention_days, project.raw_retention_days, project.hash_only) == (7, 1, True)
+    assert project.redaction_patterns == [["ticket", "TCK-[0-9]+"], ["email", "[a-z]+@[a-z.]+"]]
+    response = client.post(
+        url,
+        {"action": "policy", "retention_days": "7", "raw_retention_days": "1", "patterns": "broken ([x"},
+        follow=True,
+    )
+    assert "pattern broken" in response.content.decode()
+    client.post(url, {"action": "add_member", "username": "bob", "role": "editor"})
+    assert Membership.objects.get(project=project, user=bob).role == "editor"
+    response = client.post(url, {"action": "remove_member", "username": "alice"}, follow=True)
+    assert "a project keeps at least one admin" in response.content.decode()
+    client.force_login(bob)
+    assert client.post(url, {"action": "add_member", "username": "bob", "role": "admin"}).status_code == 403
