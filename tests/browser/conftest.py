@@ -27,7 +27,7 @@ SCREENS = ROOT / "test-artifacts" / "screens"
 DOCS = ROOT / "docs" / "screenshots"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium():
     if not Path(CHROMIUM).exists():
         services.require(f"chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)")
@@ -35,13 +35,21 @@ def chromium():
         from playwright.sync_api import sync_playwright
     except ImportError:
         services.require("the playwright package (pip install -e '.[dev]')")
-    # Playwright's sync API runs an event loop on this thread; the tests' own database reads are
-    # ordinary synchronous code, so Django's guard against ORM calls from async code does not apply.
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield browser
-        browser.close()
+    # Playwright's sync API keeps an event loop on this thread while it runs; the tests' and fixtures'
+    # database calls are ordinary synchronous code, so Django's guard against ORM calls from async code
+    # does not apply. Only while the browser is up: the variable must not leak into other tests.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 class Console:
