@@ -1,0 +1,152 @@
+"""CPU per span of the batch task and the analyses, in one process on PostgreSQL, with what-ifs.
+
+    .venv/bin/python bench/pipeline.py [--batches 10] [--variant baseline]   # one variant
+    .venv/bin/python bench/pipeline.py --all                                 # every variant, a table
+
+Stores batches of the load (bench/payloads.py) as raw batches and runs ``process_batch`` on each with
+tasks in-process, so each batch's analyses run too; measures this process's CPU time and that of its
+PostgreSQL backend. The variants change one thing each, to put a number on a proposal:
+
+- baseline: the code as it is.
+- orm-spans: spans inserted by the ORM's bulk_create, as before ingest.store used COPY.
+- server-binding: psycopg binds parameters on the server instead of quoting them into the SQL text
+  (Django's ``OPTIONS: {"server_side_binding": True}``).
+- no-tiktoken: token counts estimated as characters / 4 instead of by tiktoken (an upper bound on what
+  counting tokens elsewhere, or later, would save).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from payloads import build_batches
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+VARIANTS = ("baseline", "orm-spans", "server-binding", "no-tiktoken")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def backend_cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def run_variant(variant: str, batches: int, database_url: str) -> dict:
+    import psycopg
+
+    name = f"ctxview_pipeline_{os.getpid()}"
+    admin = psycopg.connect(database_url, autocommit=True)
+    admin.execute(f'CREATE DATABASE "{name}"')
+    os.environ["DATABASE_URL"] = urlunsplit(urlsplit(database_url)._replace(path=f"/{name}"))
+    os.environ.pop("CELERY_BROKER_URL", None)
+    os.environ["DJANGO_SETTINGS_MODULE"] = "ctxview.settings"
+    try:
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+        from django.db import connection
+
+        from ctxview.celery import app
+        from ingest import store, tokens
+        from ingest.models import Call, Project, RawBatch, Run, Span
+
+        app.conf.task_always_eager = True
+        if variant == "server-binding":
+            connection.settings_dict["OPTIONS"]["server_side_binding"] = True
+            connection.close()
+        elif variant == "orm-spans":
+
+            def insert_rows(model, rows):
+                model.objects.bulk_create(
+                    [model(**row) for row in rows], ignore_conflicts=True, batch_size=500
+                )
+
+            store.insert_rows = insert_rows
+        elif variant == "no-tiktoken":
+            tokens.count = lambda text: len(text) // 4 if text else 0
+
+        call_command("migrate", verbosity=0)
+        project = Project.objects.create(slug="bench", name="bench")
+        bodies = build_batches(512 * batches, seed=5)
+        batch_ids = [
+            RawBatch.objects.create(
+                project=project,
+                signal="traces",
+                body=zlib.compress(body, 1),
+                content_type="protobuf",
+                wire_bytes=len(body),
+                item_count=512,
+            ).id
+            for body in bodies
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            backend = cursor.fetchone()[0]
+        backend_before, cpu_before, wall_before = (
+            backend_cpu(backend),
+            time.process_time(),
+            time.perf_counter(),
+        )
+        for batch_id in batch_ids:
+            assert store.process_batch(batch_id) == "done"
+        cpu = time.process_time() - cpu_before
+        wall = time.perf_counter() - wall_before
+        database = backend_cpu(backend) - backend_before
+        spans = 512 * batches
+        assert Span.objects.count() == spans and Call.objects.count() == spans
+        assert not [run for run in Run.objects.all() if run.analysed_seq != run.call_count]
+        return {
+            "variant": variant,
+            "spans": spans,
+            "python_ms_per_span": cpu * 1000 / spans,
+            "postgres_ms_per_span": database * 1000 / spans,
+            "wall_ms_per_span": wall * 1000 / spans,
+            "load": os.getloadavg()[0],
+        }
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=10)
+    parser.add_argument("--variant", choices=VARIANTS, default="baseline")
+    parser.add_argument("--all", action="store_true", help="every variant, each in a process of its own")
+    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if not args.all:
+        result = run_variant(args.variant, args.batches, args.database_url)
+        print(json.dumps(result) if args.json else result)
+        return
+    results = []
+    for variant in VARIANTS:
+        command = [sys.executable, __file__, "--variant", variant, "--batches", str(args.batches), "--json"]
+        done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=900)
+        results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    base = results[0]["python_ms_per_span"] + results[0]["postgres_ms_per_span"]
+    header = ("variant", "Python ms/span", "PostgreSQL ms/span", "total", "vs baseline", "load")
+    print("".join(f"{cell:>{width}}" if width > 0 else f"{cell:<{-width}}"
+                  for cell, width in zip(header, (-16, 16, 20, 8, 13, 6), strict=True)))  # fmt: skip
+    for result in results:
+        total = result["python_ms_per_span"] + result["postgres_ms_per_span"]
+        print(
+            f"{result['variant']:<16}{result['python_ms_per_span']:>16.2f}{result['postgres_ms_per_span']:>20.2f}"
+            f"{total:>8.2f}{(total - base) / base:>+13.0%}{result['load']:>6.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
