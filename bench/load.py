@@ -215,6 +215,7 @@ def load_ctxview(
         redis_url=args.redis_url,
         profile_dir=args.profile_dir,
         py_spy=args.py_spy,
+        pool=args.pool,
     ) as instance:
         result = timed_load(
             instance.label,
@@ -320,6 +321,7 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for each load")
     parser.add_argument("--pg-admin-url", default="postgres://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/11")
+    parser.add_argument("--pool", choices=["prefork", "solo"], default="prefork", help="Celery worker pool")
     parser.add_argument("--py-spy", type=os.path.abspath, help="py-spy executable: profile web and workers")
     parser.add_argument("--profile-dir", type=os.path.abspath, help="where py-spy writes its flame graphs")
 

@@ -279,6 +279,7 @@ def throwaway_ctxview(
     web_threads: int = 4,
     profile_dir: Path | None = None,
     py_spy: Path | None = None,
+    pool: str = "prefork",
 ) -> Iterator[Ctxview]:
     """Start ctxview in ``mode`` (``embedded`` or ``postgres``) under gunicorn, with ``workers`` Celery
     worker processes in postgres mode. ``py_spy``: record the stacks of each into ``profile_dir``."""
@@ -327,7 +328,7 @@ def throwaway_ctxview(
 
             nodes = [f"bench{i}-{os.getpid()}@localhost" for i in range(workers)]
             for number, node in enumerate(nodes):
-                worker = "-m celery -A ctxview worker --pool=prefork --concurrency=1 --loglevel=WARNING"
+                worker = f"-m celery -A ctxview worker --pool={pool} --concurrency=1 --loglevel=WARNING"
                 worker += f" --without-gossip --without-mingle --without-heartbeat -n {node}"
                 log = folder / f"worker{number}.log"
                 args = profiled(f"worker{number}", [sys.executable, *worker.split()])
