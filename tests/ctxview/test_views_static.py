@@ -24,7 +24,8 @@ def test_no_template_has_an_inline_script_a_cdn_or_marks_anything_safe():
         for tag in re.findall(r"<script[^>]*>", text):
             assert "src=" in tag, f"{path.name}: inline <script> ({tag})"
         assert "|safe" not in text and "autoescape off" not in text, path.name
-        assert not re.search(r"https?://(?!testserver)[a-z0-9.-]+\.(com|net|org|io)/", text), path.name
+        # Nothing loaded from elsewhere (a URL in a placeholder or a link to docs is fine).
+        assert not re.search(r"<(script|link|img|iframe)[^>]*(src|href)=[\"']?(https?:)?//", text), path.name
         assert not re.search(r"<[^>]*\son[a-z]+\s*=", text), f"{path.name}: inline event handler"
 
 
