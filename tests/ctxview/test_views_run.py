@@ -352,3 +352,15 @@ def test_panels_are_compressed_but_pages_with_the_csrf_token_are_not(viewer_clie
     assert b"fig-presence" in gzip.decompress(panel.content)
     page = viewer_client.get(f"/runs/{inspect.incident.id}/", HTTP_ACCEPT_ENCODING="gzip")
     assert not page.has_header("Content-Encoding") and b"X-CSRFToken" in page.content
+
+
+def test_numbers_in_forms_and_urls_are_plain_while_the_text_has_separators(viewer_client, inspect):
+    run = inspect.migration
+    Run.objects.filter(id=run.id).update(
+        call_count=1234, turn_count=1500, analysed_seq=1000, updated_at=timezone.now()
+    )
+    body = viewer_client.get(f"/runs/{run.id}/").content.decode()
+    assert "?calls=1234&amp;analysed=1000" in body
+    assert 'max="1500" value="1500"' in body and 'max="1234" value="1234"' in body
+    assert "1,234" in body  # the KPI strip
+    assert 'max="1500"' in viewer_client.get(f"/runs/{run.id}/explain?turn=2").content.decode()
