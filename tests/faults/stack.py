@@ -20,7 +20,6 @@ from pathlib import Path
 
 import psycopg
 import requests
-from celery import Celery
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -192,11 +191,12 @@ class Worker:
             self.node,
         ]
         self.process = services.Process(f"faults-{name}", args, env | {"PGAPPNAME": name})
-        control = Celery(broker=env["CELERY_BROKER_URL"]).control
 
+        # Ready when it says so. (A control ping cannot be used: in a process where Django's Celery app is
+        # loaded, a ping through another broker than the configured one gets no reply.)
         def ready():
             assert self.process.alive(), f"worker exited:\n{self.process.log()}"
-            return control.ping(destination=[self.node], timeout=0.5)
+            return f"{self.node} ready." in self.process.log()
 
         services.wait_for(ready, 60, f"worker {name} to answer a ping")
 
