@@ -92,8 +92,15 @@ def findings(run: Run) -> list[dict]:
 
 
 def flagged_items(run: Run) -> set[str]:
-    """Items named by the run's findings (they come first in the presence map)."""
-    return set(run.findings.exclude(item_id="").values_list("item_id", flat=True).distinct())
+    """Items named by the run's findings about content (dropped, conflicting, lost in the middle...):
+    they come first in the presence map. Cache breaks are left out: a long run names an invalidator on
+    almost every call, and those rows would crowd out the window itself."""
+    return set(
+        run.findings.exclude(item_id="")
+        .exclude(type__in=("cache_invalidated", "invisible_invalidator"))
+        .values_list("item_id", flat=True)
+        .distinct()
+    )
 
 
 def presence_index(run: Run, build) -> dict:
