@@ -49,7 +49,12 @@ def _receive(request: HttpRequest, signal: str) -> HttpResponse:
     key = key_from_request(request)
     if key is None:
         return _status(401, "missing ingest key: send 'Authorization: Bearer <key>'", reply_fmt)
-    project = project_for_key(key)
+    try:
+        project = project_for_key(key)
+    except DatabaseError as exc:
+        # The database is away (a restart, a failover): a retryable answer, so nothing sent is lost.
+        logger.warning("could not check an ingest key: %s", exc)
+        return _unavailable("ctxview cannot reach its database right now; retry later", reply_fmt)
     if project is None:
         return _status(401, "invalid or revoked ingest key", reply_fmt)
     if not ratelimit.allow(key.split("_", 2)[1]):
