@@ -220,3 +220,38 @@ def test_trace_content_is_text_in_the_browser(live_server, browser_page, alice, 
     screenshot(page, "hostile-call", docs=False)
     assert page.console.dialogs == []
     assert page.console.errors == []
+
+
+def test_a_long_run_is_binned_and_every_screen_works(live_server, browser_page, alice, project, key):
+    """300 calls (bench/ui.py measures 1,000): the presence map bins its columns, every screen draws."""
+    from ctxview.management.commands import longrun
+
+    ctxview_sdk.configure(
+        live_server.url, key=key, service_name=longrun.SERVICE, send_content=True, timeout=60
+    )
+    try:
+        longrun.record(300, "long-300")
+        assert ctxview_sdk.flush(timeout=300)
+    finally:
+        ctxview_sdk.shutdown(timeout=30)
+    run = Run.objects.get(project=project, key="long-300")
+    assert (run.call_count, run.analysed_seq) == (300, 300)
+    last = Call.objects.get(run=run, seq=300)
+    page, base = browser_page, live_server.url
+    login(page, base, "alice", "pw-alice")
+    page.goto(f"{base}/runs/{run.id}/")
+    settle(page)
+    presence = page.evaluate("document.getElementById('plot-presence').data[0]")
+    assert len(presence["x"]) == 150 and len(presence["y"]) == 120  # 2 calls a column, 120 rows
+    assert "fact:t20" in presence["y"] and "tool:read_file" in presence["y"]
+    screenshot(page, "long-run-overview")
+    for path in (
+        f"/runs/{run.id}/explain?turn=75",
+        f"/runs/{run.id}/compare?a=1&b=300",
+        f"/runs/{run.id}/item?id=fact%3At20",
+        f"/calls/{last.id}/",
+    ):
+        page.goto(base + path)
+        settle(page)
+        assert page.locator(".state-error").count() == 0, path
+    assert page.console.errors == []
