@@ -99,6 +99,12 @@ STATIC_ROOT = Path(env_str("CTXVIEW_STATIC_ROOT", str(DATA_DIR / "static")))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 # Serve straight from the source folders when collectstatic has not been run (tests, a fresh clone).
 WHITENOISE_USE_FINDERS = True
+# collectstatic also writes gzip and brotli copies (plotly.min.js: 4.8 MB, 1.5 MB gzipped) that WhiteNoise
+# serves to browsers that accept them. No manifest: the embedded mode works without collectstatic.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
 
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
