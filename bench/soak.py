@@ -248,6 +248,7 @@ HEADER = (
 def row(number: int, minute: Minute) -> tuple[str, ...]:
     failures = ", ".join(f"{name}: {count}" for name, count in sorted(minute.failures.items())) or "0"
     latency = "/".join(f"{percentile(minute.latencies, q) * 1000:.0f}" for q in (0.5, 0.99))
+    latency = latency if minute.latencies else "-"
     lag = "/".join(f"{percentile(minute.lags, q):.1f}" for q in (0.5, 0.99)) if minute.lags else "-"
     return (
         str(number + 1),
