@@ -4,7 +4,7 @@ one-line message; another project's data is a 404."""
 import base64
 import json
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import wraps
 from pathlib import Path
 
@@ -71,8 +71,13 @@ def _time_param(request: HttpRequest, name: str) -> datetime | None:
     value = request.GET.get(name)
     if not value:
         return None
-    parsed = parse_datetime(value)
-    if parsed is None or parsed.tzinfo is None:
+    try:
+        parsed = parse_datetime(value)
+        # In UTC: PostgreSQL refuses UTC offsets beyond 15:59, which ISO 8601 allows.
+        parsed = parsed.astimezone(UTC) if parsed is not None and parsed.tzinfo is not None else None
+    except (ValueError, OverflowError):
+        parsed = None
+    if parsed is None:
         raise BadParameter(
             f"{name} must be an ISO 8601 date and time with a time zone, e.g. 2026-11-30T09:00:00Z"
         )
