@@ -5,7 +5,7 @@ bodies) at the receiver, before the raw batch is written: a masked secret never 
 """
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from google.protobuf.message import Message
@@ -22,6 +22,23 @@ DEFAULT_PATTERNS = (
     # long run with no "@" ("a.a.a.a…") is scanned again from every dot, in time quadratic in its length.
     ("email", r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b"),
 )
+# A cheap necessary condition for each default pattern, on raw bytes: a search that starts with a
+# literal (re finds those fast), or a plain substring test. The patterns themselves start with \b or a
+# look-behind, which makes re try every position of a batch: ~35x slower on a 2 MB batch.
+_SCREENS = {
+    DEFAULT_PATTERNS[0][1]: re.compile(rb"k-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_\-]{16}").search,
+    DEFAULT_PATTERNS[1][1]: re.compile(rb"AKIA[0-9A-Z]{16}").search,
+    DEFAULT_PATTERNS[2][1]: re.compile(rb"gh[pousr]_[A-Za-z0-9]{30}").search,
+    DEFAULT_PATTERNS[3][1]: re.compile(rb"xox[abprs]-[A-Za-z0-9-]{10}").search,
+    DEFAULT_PATTERNS[4][1]: lambda data: b"bearer" in data.lower(),
+    DEFAULT_PATTERNS[5][1]: re.compile(rb"@[A-Za-z0-9.-]+\.[A-Za-z]{2}").search,
+}
+
+
+def _maybe(data: bytes) -> bool:
+    return True
+
+
 # Patterns that projects created with an older default still hold, and what replaces them.
 _UPGRADED = {
     r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b": DEFAULT_PATTERNS[-1][1],
@@ -38,7 +55,7 @@ class Redactor:
 
     names: tuple[str, ...]
     combined: re.Pattern | None
-    combined_bytes: re.Pattern | None
+    screens: tuple[Callable[[bytes], object], ...] = ()
 
     @classmethod
     def from_patterns(cls, patterns: Iterable[tuple[str, str]]) -> "Redactor":
@@ -52,16 +69,22 @@ class Redactor:
             except re.error as exc:
                 raise PatternError(f"pattern {name}: {exc}") from None
         if not patterns:
-            return cls((), None, None)
+            return cls((), None)
         text = "|".join(f"(?P<{name}>{pattern})" for name, pattern in patterns)
+        # Another pattern than a default one cannot be screened on bytes: in bytes mode \w, \b, \s and
+        # case-insensitivity are ASCII-only, so a search could miss what the pattern finds in the text.
+        screens = tuple(_SCREENS.get(pattern, _maybe) for _, pattern in patterns)
         try:
-            return cls(names, re.compile(text), re.compile(text.encode()))
+            return cls(names, re.compile(text), screens)
         except re.error as exc:  # e.g. a global flag such as (?i) inside one pattern: use (?i:...)
             raise PatternError(f"the patterns do not combine: {exc}") from None
 
     def might_match(self, data: bytes) -> bool:
-        """A quick test on the raw protobuf bytes (strings are embedded in them as UTF-8)."""
-        return self.combined_bytes is not None and self.combined_bytes.search(data) is not None
+        """A quick test on the raw protobuf bytes (strings are embedded in them as UTF-8).
+
+        False means no string in them can match; True means one may (the screens are weaker than the
+        patterns, so a batch with an "@" in a binary span id gets the full mask pass, rightly)."""
+        return any(screen(data) for screen in self.screens)
 
     def mask(self, text: str) -> str:
         if self.combined is None:

@@ -1,9 +1,12 @@
 """Secrets are masked before anything is stored; hash-only projects keep hashes, not content."""
 
+import re
 import zlib
 
 import pytest
 from django.apps import apps
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ingest.models import Call, Content, RawBatch
@@ -91,3 +94,24 @@ def test_hash_only_keeps_hashes_and_token_counts_but_no_content(send, project): 
     assert all(item["tokens"] > 0 and len(item["hash"]) == 32 for call in calls for item in call.items)
     assert calls[1].analysis is not None  # the analyses work on hashes and counts
     assert set(RawBatch.objects.values_list("status", flat=True)) == {"done"}
+
+
+@pytest.mark.parametrize(("name", "pattern"), DEFAULT_PATTERNS)
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_the_quick_check_on_raw_bytes_never_misses_a_default_pattern(name, pattern, data):
+    secret = data.draw(st.from_regex(pattern, fullmatch=True))
+    around = data.draw(st.binary(max_size=40))
+    redactor = Redactor.from_patterns(DEFAULT_PATTERNS)
+    if re.search(pattern, secret):  # as it would be found in the string value
+        assert redactor.might_match(around + secret.encode() + around)
+
+
+def test_the_quick_check_passes_batches_without_secrets_and_other_patterns():
+    redactor = Redactor.from_patterns(DEFAULT_PATTERNS)
+    assert not redactor.might_match(b"\x0a\x12plain words, no keys: desk-top, a bear @ home")
+    # A project's own pattern is not screened on bytes: there \w is ASCII-only and would miss this.
+    own = Redactor.from_patterns([("nick", r"\w\w\wx")])
+    assert re.search(r"\w\w\wx", "äääx") and not re.search(rb"\w\w\wx", "äääx".encode())
+    assert own.might_match("äääx".encode())
+    assert own.mask("äääx") == "[REDACTED:nick]"
