@@ -23,4 +23,6 @@ def count(text: str) -> int:
     """Tokens in ``text`` (special-token markers in it are counted as plain text)."""
     if not text:
         return 0
-    return len(_encoding().encode(text, disallowed_special=()))
+    # encode_ordinary: the same tokens as encode(text, disallowed_special=()), in half the time (it
+    # skips the scan for special tokens).
+    return len(_encoding().encode_ordinary(text))
