@@ -1,4 +1,7 @@
-"""Number formatting for the UI's tables: token counts with thousands separators, shares, dollars."""
+"""Number formatting for the UI's tables: token counts with thousands separators, shares, dollars; and
+links people typed, made safe to put in an href."""
+
+from urllib.parse import urlsplit
 
 from django import template
 
@@ -39,3 +42,19 @@ def usd(value) -> str:
         return "unknown"
     value = float(value)
     return f"${value:,.2f}" if abs(value) >= 1 else f"${value:,.4f}"
+
+
+@register.filter
+def http_link(value) -> str:
+    """The url when it is an absolute http(s) link, else "" (never a ``javascript:`` or ``data:`` href).
+
+    Labels come from forms that check this, but also from imported exports that may not have; the
+    template still escapes what it puts in the attribute.
+    """
+    url = str(value or "")
+    if not url.lower().startswith(("http://", "https://")) or any(ord(char) < 33 for char in url):
+        return ""
+    try:
+        return url if urlsplit(url).netloc else ""
+    except ValueError:  # an unbalanced [ in the host
+        return ""

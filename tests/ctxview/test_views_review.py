@@ -47,6 +47,14 @@ def test_an_editor_adds_notes_labels_and_bookmarks(client, run, bob):
     assert Label.objects.count() == 1
 
 
+def test_a_label_link_that_is_not_http_is_shown_as_text_not_as_a_link(client, run, alice):
+    # The form refuses such a link, but an imported export may carry one.
+    Label.objects.create(project=run.project, run=run, name="imported", link="javascript:alert(1)")
+    client.force_login(alice)
+    page = client.get(f"/runs/{run.id}/review").content.decode()
+    assert "javascript:alert(1)" in page and 'href="javascript' not in page
+
+
 def test_a_viewer_reads_but_cannot_write_and_a_stranger_gets_404(client, run, bob, django_user_model):
     Membership.objects.create(project=run.project, user=bob, role="viewer")
     client.force_login(bob)

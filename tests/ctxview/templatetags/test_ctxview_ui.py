@@ -1,0 +1,31 @@
+import pytest
+
+from ctxview.templatetags.ctxview_ui import http_link
+
+
+@pytest.mark.parametrize(
+    "url", ["https://t.example/INC-7", "http://wiki.example/pm?id=1&x=<y>", "HTTPS://T.EXAMPLE/A"]
+)
+def test_an_http_link_is_kept(url):
+    assert http_link(url) == url
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "javascript:alert(1)",
+        " javascript:alert(1)",
+        "JaVaScRiPt:alert(1)",
+        "data:text/html,<script>alert(1)</script>",
+        "https:evil",
+        "https:///path-only",
+        "//t.example/x",
+        "/runs/1/",
+        "https://t.example/\njavascript:alert(1)",
+        "http://[::1",
+        "",
+        None,
+    ],
+)
+def test_anything_else_is_no_link(url):
+    assert http_link(url) == ""
