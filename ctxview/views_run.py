@@ -57,7 +57,8 @@ def _run_context(run: Run) -> dict:
 @ui_view
 def run(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
-    return render_page(request, "ctxview/run.html", _run_context(run), regions=("page", "kpis"))
+    context = {**_run_context(run), "review": load.review_summary(run)}
+    return render_page(request, "ctxview/run.html", context, regions=("page", "kpis", "review-marks"))
 
 
 @ui_view

@@ -1,6 +1,8 @@
-"""The findings timeline: every finding at its call, grouped by type with the type's explanation and fix."""
+"""The findings timeline: every finding at its call, grouped by type with the type's explanation and fix;
+and the review marks (notes, bookmarks) people left on the run's calls, in their own rows."""
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from ctxview.panels import help, palette
@@ -8,6 +10,18 @@ from ctxview.panels.plot import base_layout, config, plot_text
 
 # The timeline draws at most this many markers; the groups below it always count every finding.
 MAX_MARKERS = 3000
+# ... and at most this many marks per review row (one mark per call); the panel says how many it left off.
+MAX_MARKS = 500
+# A run-level note list this long at most, under the timeline (the review page has them all).
+MAX_LISTED = 20
+# Notes are quoted this far: in a mark's hover, and in the list of run-level notes.
+HOVER_CHARS = 120
+LIST_CHARS = 300
+# Notes quoted in one mark's hover (a call can have several).
+NOTES_PER_MARK = 3
+# The review rows' names on the y axis, drawn above the finding types.
+NOTES_ROW = "notes"
+BOOKMARKS_ROW = "bookmarks"
 
 
 def _label(finding: Mapping[str, Any]) -> str:
@@ -54,8 +68,102 @@ def grouped(findings: Sequence[Mapping[str, Any]]) -> dict:
     }
 
 
+def _quote(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def _when(moment: datetime | None) -> str:
+    return f"{moment:%Y-%m-%d %H:%M} UTC" if moment else "unknown time"
+
+
+def _byline(author: str | None, moment: datetime | None) -> str:
+    return f"{author or 'someone'} · {_when(moment)}"
+
+
+def marks(notes: Sequence[Mapping[str, Any]], bookmarks: Sequence[Mapping[str, Any]]) -> dict:
+    """Notes and bookmarks as the timeline draws them: one mark per call with its hover text (escaped for
+    plotly), at most ``MAX_MARKS`` per row; notes on no numbered call (the run, an item) as a list.
+
+    A note is ``{call_seq, url, item_id, item_url, author, created_at, body}`` (``body`` may be only the
+    start of the note); a bookmark ``{call_seq, url, author, created_at}``.
+    """
+    by_call: dict[int, list[Mapping[str, Any]]] = {}
+    listed = []
+    for note in notes:
+        if note.get("call_seq") is None:
+            listed.append(note)
+        else:
+            by_call.setdefault(note["call_seq"], []).append(note)
+    note_marks = []
+    for seq in sorted(by_call)[:MAX_MARKS]:
+        on_call = by_call[seq]
+        lines = [f"call {seq}: {len(on_call)} note{'s' if len(on_call) > 1 else ''}"]
+        for note in on_call[:NOTES_PER_MARK]:
+            about = f" · item {note['item_id']}" if note.get("item_id") else ""
+            lines.append(
+                plot_text(f"{_byline(note.get('author'), note.get('created_at'))}{about}: ")
+                + plot_text(_quote(note.get("body") or "", HOVER_CHARS))
+            )
+        if len(on_call) > NOTES_PER_MARK:
+            lines.append(f"and {len(on_call) - NOTES_PER_MARK} more on the review page")
+        # Each line was escaped on its own: the only markup left is the <br> between them.
+        note_marks.append({"seq": seq, "url": on_call[0].get("url"), "hover": "<br>".join(lines)})
+    drawn_notes = sum(len(by_call[mark["seq"]]) for mark in note_marks)
+    timed_bookmarks = sorted(
+        (bookmark for bookmark in bookmarks if bookmark.get("call_seq") is not None),
+        key=lambda bookmark: bookmark["call_seq"],
+    )
+    bookmark_marks = [
+        {
+            "seq": bookmark["call_seq"],
+            "url": bookmark.get("url"),
+            "hover": plot_text(
+                f"call {bookmark['call_seq']}: bookmarked by "
+                f"{_byline(bookmark.get('author'), bookmark.get('created_at'))}"
+            ),
+        }
+        for bookmark in timed_bookmarks[:MAX_MARKS]
+    ]
+    return {
+        "notes": note_marks,
+        "bookmarks": bookmark_marks,
+        "note_total": len(notes),
+        "notes_left_off": sum(len(on_call) for on_call in by_call.values()) - drawn_notes,
+        "bookmark_total": len(timed_bookmarks),
+        "bookmarks_left_off": len(timed_bookmarks) - len(bookmark_marks),
+        "listed": [
+            {
+                "author": note.get("author") or "someone",
+                "when": _when(note.get("created_at")),
+                "item_id": note.get("item_id") or None,
+                "item_url": note.get("item_url"),
+                "url": note.get("url"),
+                "text": _quote(note.get("body") or "", LIST_CHARS),
+            }
+            for note in listed[:MAX_LISTED]
+        ],
+        "listed_total": len(listed),
+    }
+
+
+def _mark_trace(name: str, row: str, points: Sequence[Mapping[str, Any]], colour: str, symbol: str) -> dict:
+    return {
+        "type": "scatter",
+        "mode": "markers",
+        "name": name,
+        "x": [point["seq"] for point in points],
+        "y": [row] * len(points),
+        "customdata": [point["url"] for point in points],
+        "hovertext": [point["hover"] for point in points],
+        "hovertemplate": "%{hovertext}<br>click to open the call<extra></extra>",
+        "marker": {"color": colour, "size": 11, "symbol": symbol, "line": {"color": "#ffffff", "width": 1}},
+    }
+
+
 def figure(result: Mapping[str, Any]) -> dict:
-    """One row per finding type, a marker per finding at its call, coloured by severity."""
+    """One row per finding type, a marker per finding at its call, coloured by severity; above them a row
+    of notes and a row of bookmarks (``result["marks"]``, from ``marks``) when the run has any."""
     data = []
     for severity in ("error", "warning", "info"):
         points = [finding for finding in result["timed"] if finding["severity"] == severity]
@@ -75,6 +183,14 @@ def figure(result: Mapping[str, Any]) -> dict:
             }
         )
     types = sorted({finding["type"] for finding in result["timed"]})
+    review = result.get("marks") or {}
+    # A category array lists its rows bottom up: the review rows go on top, clear of the findings.
+    if review.get("bookmarks"):
+        data.append(_mark_trace("bookmark", BOOKMARKS_ROW, review["bookmarks"], palette.BOOKMARK, "star"))
+        types.append(BOOKMARKS_ROW)
+    if review.get("notes"):
+        data.append(_mark_trace("note", NOTES_ROW, review["notes"], palette.NOTE, "square"))
+        types.append(NOTES_ROW)
     layout = base_layout()
     layout["height"] = max(180, 60 + 28 * len(types))
     layout["hovermode"] = "closest"
@@ -99,11 +215,13 @@ class FindingsPanel:
     def load(self, run, params: Mapping[str, Any]) -> dict:
         from ctxview.panels import load
 
-        return {"findings": load.findings(run)}
+        return {"findings": load.findings(run), **load.review_marks(run)}
 
     def compute(self, data: Mapping[str, Any], params: Mapping[str, Any]) -> dict:
         result = grouped(data["findings"])
-        result["figure"] = figure(result) if result["timed"] else None
+        result["marks"] = marks(data.get("notes", ()), data.get("bookmarks", ()))
+        drawn = result["timed"] or result["marks"]["notes"] or result["marks"]["bookmarks"]
+        result["figure"] = figure(result) if drawn else None
         return result
 
     def summary(self, result: Mapping[str, Any]) -> str:

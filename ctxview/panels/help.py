@@ -71,6 +71,7 @@ CHARTS = {
     "rate (cache read ÷ prompt) on the right axis and the read the analysis expected from the prefixes. "
     "Each red marker is a cache break: click it to open the call, its invalidator and the diff.",
     "findings": "Every finding at the call where it starts (a condition that lasts is reported once). "
+    "Above them, the notes and bookmarks left on the run's calls on the review page. "
     "Click a marker to open the call.",
     "presence": "Items (rows, grouped by bucket) across calls (columns): coloured by how each call "
     "included the item, red where the call excluded it (hover for the reason), blank where it was "

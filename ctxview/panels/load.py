@@ -21,9 +21,10 @@ from django.db.models import (
     Subquery,
 )
 from django.db.models.fields.json import KT, KeyTransform
-from django.db.models.functions import Cast, Coalesce
+from django.db.models.functions import Cast, Coalesce, Substr
 from django.urls import reverse
 
+from ctxview.models import Bookmark, Note
 from ingest.models import Call, Content, Finding, Project, Run
 
 USAGE = ("uncached", "cache_write", "cache_read", "output", "prompt_total")
@@ -89,6 +90,61 @@ def findings(run: Run) -> list[dict]:
         rows.append(row)
     rows.sort(key=lambda row: row["call_seq"] is None)
     return rows
+
+
+# A note's text is read only this far for the overview (the hover quotes less; the review page has it all).
+NOTE_HEAD = 400
+
+
+def review_marks(run: Run) -> dict[str, list[dict]]:
+    """The run's notes (the start of each) and bookmarked calls, with their call's seq and url, for the
+    findings timeline. Read on every load of the panel: nothing caches them, so a new note shows at once."""
+    notes = []
+    rows = (
+        Note.objects.filter(run=run)
+        .order_by("created_at", "id")
+        .values(
+            "call_id",
+            "item_id",
+            "created_at",
+            call_seq=F("call__seq"),
+            author_name=F("author__username"),
+            head=Substr("body", 1, NOTE_HEAD),
+        )
+    )
+    for row in rows:
+        notes.append(
+            {
+                "call_seq": row["call_seq"],
+                "url": call_url(row["call_id"]) if row["call_id"] else None,
+                "item_id": row["item_id"] or None,
+                "item_url": item_url(run.id, row["item_id"]) if row["item_id"] else None,
+                "author": row["author_name"],
+                "created_at": row["created_at"],
+                "body": row["head"],
+            }
+        )
+    bookmarks = [
+        {
+            "call_seq": row["call__seq"],
+            "url": call_url(row["call_id"]),
+            "author": row["created_by__username"],
+            "created_at": row["created_at"],
+        }
+        for row in Bookmark.objects.filter(call__run=run)
+        .order_by("call__seq")
+        .values("call_id", "call__seq", "created_by__username", "created_at")
+    ]
+    return {"notes": notes, "bookmarks": bookmarks}
+
+
+def review_summary(run: Run) -> dict:
+    """What the overview's header shows of the review: the labels, and how many notes and bookmarks."""
+    return {
+        "labels": list(run.labels.order_by("name").values("name", "link")),
+        "notes": run.review_notes.count(),
+        "bookmarks": Bookmark.objects.filter(call__run=run).count(),
+    }
 
 
 def flagged_items(run: Run) -> set[str]:

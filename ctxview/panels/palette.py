@@ -36,5 +36,8 @@ ABSENT = "#f1f3f6"
 CACHE = {"uncached": "#9aa3b2", "cache_write": "#e0a03a", "cache_read": "#3f9a8c"}
 BREAK = "#d0433a"
 SEVERITY = {"error": "#b42318", "warning": "#d08a1a", "info": "#4f8fd6"}
+# Review marks on the findings timeline (and the calls table's indicators).
+NOTE = "#8a6bbe"
+BOOKMARK = "#127a3c"
 BUDGET = "#1d2330"
 RESERVED = "rgba(180, 35, 24, 0.12)"

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from ctxview.models import Bookmark, Label, Note
 from ingest.models import Call, Run
 from tests.ctxview import ui_fixtures
 
@@ -141,6 +142,116 @@ def test_bad_panel_parameters_are_a_400_that_says_why(viewer_client, inspect, pa
 def test_panels_of_another_project_or_unknown_are_a_404(viewer_client, stranger_client, inspect):
     assert viewer_client.get(f"/runs/{inspect.incident.id}/panels/nonsense").status_code == 404
     assert stranger_client.get(f"/runs/{inspect.incident.id}/panels/composition").status_code == 404
+
+
+# --- Review marks (notes, labels, bookmarks) on the overview --------------------------------------
+
+
+def mark_up(run: Run, author) -> dict:
+    """A label with a link, one with a javascript: link, notes on the run, a call and an item, a bookmark."""
+    calls = {call.seq: call for call in run.calls.filter(seq__in=(2, 3, 5))}
+    Label.objects.create(
+        project=run.project, run=run, name="incident", link="https://t.example/INC-7?a=1&b=2"
+    )
+    Label.objects.create(
+        project=run.project, run=run, name="<b>sneaky</b>", link="javascript:alert(document.cookie)"
+    )
+    notes = {
+        "run": Note.objects.create(
+            project=run.project, run=run, author=author, body="The <img src=x onerror=alert(4)> run\nsummary"
+        ),
+        "call": Note.objects.create(
+            project=run.project, run=run, call=calls[3], author=author, body="<script>alert(5)</script> slid"
+        ),
+        "item": Note.objects.create(
+            project=run.project, run=run, item_id="fact:affected-shard", author=author, body="the shard fact"
+        ),
+        "item_on_call": Note.objects.create(
+            project=run.project, run=run, call=calls[5], item_id="fact:x", author=author, body="on both"
+        ),
+    }
+    Bookmark.objects.create(project=run.project, call=calls[2], created_by=author)
+    return {"calls": calls, "notes": notes}
+
+
+def test_the_overview_header_shows_the_labels_with_safe_links_and_counts_the_notes(viewer_client, inspect):
+    run = inspect.incident
+    mark_up(run, inspect.viewer)
+    body = viewer_client.get(f"/runs/{run.id}/").content.decode()
+    header = body[body.index('id="review-marks"') : body.index('class="kpis"')]
+    assert 'incident <a href="https://t.example/INC-7?a=1&amp;b=2" rel="noopener noreferrer"' in header
+    assert "&lt;b&gt;sneaky&lt;/b&gt;" in header and "<b>sneaky" not in header
+    assert "javascript:alert(document.cookie)" in header  # shown as text ...
+    assert 'href="javascript' not in body and "href='javascript" not in body  # ... never as a link
+    assert f'<a class="review-count" href="/runs/{run.id}/review">4 notes · 1 bookmark</a>' in header
+
+
+def test_the_header_is_its_own_htmx_region_and_shows_what_was_just_added(viewer_client, inspect):
+    run = inspect.incident
+    url = f"/runs/{run.id}/"
+    region = viewer_client.get(url, **HTMX, HTTP_HX_TARGET="review-marks").content.decode()
+    assert "<html" not in region and "kpis" not in region and "0 notes · 0 bookmarks" in region
+    review = f"/runs/{run.id}/review"
+    viewer_client.post(review, {"action": "add_note", "body": "seen", "call_seq": "4"})
+    viewer_client.post(review, {"action": "bookmark", "call_seq": "4"})
+    viewer_client.post(review, {"action": "add_label", "name": "incident", "link": ""})
+    region = viewer_client.get(url, **HTMX, HTTP_HX_TARGET="review-marks").content.decode()
+    assert "1 note · 1 bookmark" in region and ">incident</span>" in region
+    data = figure(viewer_client.get(f"/runs/{run.id}/panels/findings"), "fig-findings")
+    assert [trace["x"] for trace in data["data"] if trace["name"] in ("note", "bookmark")] == [[4], [4]]
+    viewer_client.post(review, {"action": "unbookmark", "call_seq": "4"})
+    viewer_client.post(review, {"action": "delete_note", "note_id": Note.objects.get(run=run).id})
+    data = figure(viewer_client.get(f"/runs/{run.id}/panels/findings"), "fig-findings")
+    assert {trace["name"] for trace in data["data"]} == {"warning", "info"}
+    assert "0 notes · 0 bookmarks" in viewer_client.get(url).content.decode()
+
+
+def test_the_findings_timeline_draws_notes_and_bookmarks_at_their_calls(viewer_client, inspect):
+    run = inspect.incident
+    marks = mark_up(run, inspect.viewer)
+    response = viewer_client.get(f"/runs/{run.id}/panels/findings")
+    body = response.content.decode()
+    data = figure(response, "fig-findings")
+    traces = {trace["name"]: trace for trace in data["data"]}
+    assert set(traces) == {"warning", "info", "note", "bookmark"}
+    assert data["layout"]["yaxis"]["categoryarray"][-2:] == ["bookmarks", "notes"]
+    notes, bookmarks = traces["note"], traces["bookmark"]
+    calls = marks["calls"]
+    assert (notes["x"], notes["y"]) == ([3, 5], ["notes", "notes"])
+    assert notes["customdata"] == [f"/calls/{calls[3].id}/", f"/calls/{calls[5].id}/"]
+    assert notes["hovertext"][0].startswith("call 3: 1 note<br>viewer · ")
+    assert notes["hovertext"][0].endswith(": &lt;script&gt;alert(5)&lt;/script&gt; slid")
+    assert "item fact:x" in notes["hovertext"][1]
+    assert (bookmarks["x"], bookmarks["customdata"]) == ([2], [f"/calls/{calls[2].id}/"])
+    assert bookmarks["hovertext"][0].startswith("call 2: bookmarked by viewer · ")
+    # Notes on the run, and on an item without a call, are listed under the chart.
+    listed = body[body.index('class="run-notes"') : body.index('class="finding-groups"')]
+    assert "The &lt;img src=x onerror=alert(4)&gt; run summary" in listed
+    assert (
+        f'on item <a href="/runs/{run.id}/item?id=fact%3Aaffected-shard"><code>fact:affected-shard</code>'
+        in listed
+    )
+    assert "the shard fact" in listed and "slid" not in listed
+    assert "<img src=x" not in body and "<script>alert" not in body
+
+
+def test_a_run_with_marks_but_no_findings_still_has_its_timeline(viewer_client, inspect):
+    run = inspect.incident
+    run.findings.all().delete()
+    Bookmark.objects.create(project=run.project, call=run.calls.get(seq=7), created_by=inspect.viewer)
+    response = viewer_client.get(f"/runs/{run.id}/panels/findings")
+    data = figure(response, "fig-findings")
+    assert [(trace["name"], trace["x"]) for trace in data["data"]] == [("bookmark", [7])]
+    assert b"No findings" in response.content
+
+
+def test_a_stranger_sees_no_marks_of_another_projects_run(stranger_client, inspect):
+    run = inspect.incident
+    mark_up(run, inspect.viewer)
+    for path in ("", "review", "panels/findings", "panels/calls"):
+        response = stranger_client.get(f"/runs/{run.id}/{path}")
+        assert response.status_code == 404, path
+        assert b"INC-7" not in response.content and b"sneaky" not in response.content
 
 
 # --- Live ----------------------------------------------------------------------------------------
