@@ -8,12 +8,19 @@ from ctxview.panels import BadParameter, help, int_param
 PAGE = 50
 
 
-def page_of(chunk: list[dict], total: int, page: int, size: int = PAGE) -> dict:
-    """One page of call rows (``chunk``, already cut to the page) out of ``total``, with its neighbours."""
+def page_of(
+    chunk: list[dict], total: int, page: int, size: int = PAGE, marks: Mapping[int, Mapping] | None = None
+) -> dict:
+    """One page of call rows (``chunk``, already cut to the page) out of ``total``, with its neighbours;
+    ``marks`` (notes count and bookmark by seq) flags the calls people left a note on or bookmarked."""
     pages = max(1, -(-total // size))
     if page > pages:
         raise BadParameter(f"page {page} does not exist: this run has {pages} page(s) of calls")
+    marks = marks or {}
     for row in chunk:
+        mark = marks.get(row["seq"]) or {}
+        row["notes"] = mark.get("notes", 0)
+        row["bookmarked"] = bool(mark.get("bookmarked"))
         cache = row.get("cache") or {}
         row["broke"] = bool(cache.get("broke"))
         row["cause"] = cache.get("cause")
@@ -47,10 +54,15 @@ class CallsPanel:
 
         # Calls are numbered 1..call_count: a page is a range of seq, read on its own.
         first = (params["page"] - 1) * PAGE + 1
-        return {"rows": load.series(run, seqs=(first, first + PAGE - 1)), "total": run.call_count}
+        seqs = (first, first + PAGE - 1)
+        return {
+            "rows": load.series(run, seqs=seqs),
+            "total": run.call_count,
+            "marks": load.call_marks(run, seqs),
+        }
 
     def compute(self, data: Mapping[str, Any], params: Mapping[str, Any]) -> dict:
-        return page_of(data["rows"], data["total"], params["page"])
+        return page_of(data["rows"], data["total"], params["page"], marks=data.get("marks"))
 
     def summary(self, result: Mapping[str, Any]) -> str:
         return f"{result['total']} calls"

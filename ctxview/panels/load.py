@@ -147,6 +147,24 @@ def review_summary(run: Run) -> dict:
     }
 
 
+def call_marks(run: Run, seqs: tuple[int, int]) -> dict[int, dict]:
+    """Notes and bookmark per call, for the calls numbered ``seqs[0]`` to ``seqs[1]`` that have any (one
+    query for the whole page of calls)."""
+    notes = (
+        Note.objects.filter(call=OuterRef("pk")).order_by().values("call").annotate(n=Count("id")).values("n")
+    )
+    rows = (
+        run.calls.filter(seq__gte=seqs[0], seq__lte=seqs[1])
+        .annotate(
+            note_count=Coalesce(Subquery(notes, output_field=IntegerField()), 0),
+            bookmarked=Exists(Bookmark.objects.filter(call=OuterRef("pk"))),
+        )
+        .filter(Q(note_count__gt=0) | Q(bookmarked=True))
+        .values_list("seq", "note_count", "bookmarked")
+    )
+    return {seq: {"notes": count, "bookmarked": bookmarked} for seq, count, bookmarked in rows}
+
+
 def flagged_items(run: Run) -> set[str]:
     """Items named by the run's findings about content (dropped, conflicting, lost in the middle...):
     they come first in the presence map. Cache breaks are left out: a long run names an invalidator on

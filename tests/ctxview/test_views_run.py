@@ -5,6 +5,8 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from ctxview.models import Bookmark, Label, Note
@@ -243,6 +245,26 @@ def test_a_run_with_marks_but_no_findings_still_has_its_timeline(viewer_client, 
     data = figure(response, "fig-findings")
     assert [(trace["name"], trace["x"]) for trace in data["data"]] == [("bookmark", [7])]
     assert b"No findings" in response.content
+
+
+def test_the_calls_table_flags_noted_and_bookmarked_calls_in_one_query(viewer_client, inspect):
+    run = inspect.incident
+    url = f"/runs/{run.id}/panels/calls"
+    with CaptureQueriesContext(connection) as unmarked:
+        viewer_client.get(url)
+    mark_up(run, inspect.viewer)
+    for call in run.calls.filter(seq__range=(10, 40)):
+        Note.objects.create(project=run.project, run=run, call=call, author=inspect.viewer, body="n")
+    with CaptureQueriesContext(connection) as marked:
+        body = viewer_client.get(url).content.decode()
+    assert len(marked.captured_queries) == len(unmarked.captured_queries)  # none per row
+    rows = {
+        int(seq): cell
+        for seq, cell in re.findall(r'<td class="num"><a href="/calls/\d+/">(\d+)</a>(.*?)</td>', body)
+    }
+    assert 'title="bookmarked"' in rows[2] and "✎" not in rows[2]
+    assert "✎1</a>" in rows[3] and "bookmarked" not in rows[3]
+    assert rows[1] == "" and "✎1" in rows[40] and rows[41] == ""
 
 
 def test_a_stranger_sees_no_marks_of_another_projects_run(stranger_client, inspect):

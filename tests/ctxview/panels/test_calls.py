@@ -17,3 +17,12 @@ def test_a_page_past_the_end_says_how_many_there_are():
     with pytest.raises(BadParameter, match=r"page 3 does not exist: this run has 2 page\(s\) of calls"):
         calls.page_of([], 60, 3)
     assert calls.page_of([], 0, 1)["pages"] == 1
+
+
+def test_a_page_flags_the_calls_with_notes_or_a_bookmark():
+    rows = [series_row(1, 1), series_row(2, 1), series_row(3, 2)]
+    page = calls.page_of(
+        rows, 3, 1, marks={1: {"notes": 2, "bookmarked": False}, 3: {"notes": 0, "bookmarked": True}}
+    )
+    assert [(row["notes"], row["bookmarked"]) for row in page["rows"]] == [(2, False), (0, False), (0, True)]
+    assert [row["notes"] for row in calls.page_of([series_row(1, 1)], 1, 1)["rows"]] == [0]
