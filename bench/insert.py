@@ -1,4 +1,4 @@
-"""Span insertion on PostgreSQL: the ORM's bulk_create against ingest.store.insert_rows (COPY).
+"""Span insertion on PostgreSQL: the ORM's bulk_create against ingest.bulk.insert_rows (COPY).
 
     .venv/bin/python bench/insert.py [--batches 12] [--json]
 
@@ -47,7 +47,7 @@ def main() -> None:
 
         from ingest import calls, otlp
         from ingest.models import Project, RawBatch, Resource, Span
-        from ingest.store import insert_rows
+        from ingest.bulk import insert_rows
 
         call_command("migrate", verbosity=0)
         project = Project.objects.create(slug="bench", name="bench")

@@ -15,6 +15,7 @@ from django.db import transaction
 from ctxview.analysis import (
     DEFAULT_CONFIG,
     PRICES,
+    STATE_SCHEMA,
     AnalysisConfig,
     CallInput,
     OutdatedState,
@@ -100,6 +101,11 @@ class ContentCache:
         self.texts: dict[str, str] = {}
         self.looked_up: set[str] = set()
 
+    def add(self, texts: dict[str, str]) -> None:
+        """Texts known without asking the database (exactly what it holds for these hashes)."""
+        self.texts.update(texts)
+        self.looked_up |= texts.keys()
+
     def fetch(self, hashes: set[str]) -> None:
         missing = hashes - self.looked_up
         if missing:
@@ -147,10 +153,13 @@ def config_for(project) -> AnalysisConfig:
     return AnalysisConfig(prices={**PRICES, **table_from_rows(project.prices)})
 
 
+# The run's fields that the analysis writes (ingest writes the others).
+RUN_FIELDS = ["analysed_seq", "analysis_state", "accounting"]
+
+
 def _analyse_from(run: Run, after: int, state: dict) -> int:
     config = config_for(run.project)
-    Finding.objects.filter(run=run).filter(call_seq__gt=after).delete()
-    Finding.objects.filter(run=run, call_seq__isnull=True).delete()
+    _forget_findings_after(run, after)
     analysed = 0
     previous = run.calls.filter(seq=after).first() if after else None
     calls = run.calls.filter(seq__gt=after, seq__isnull=False).order_by("seq")
@@ -159,39 +168,82 @@ def _analyse_from(run: Run, after: int, state: dict) -> int:
         chunk = list(calls.filter(seq__gt=after)[:CHUNK])
         if not chunk:
             break
-        # Prefetch what the chunk will most likely need (what changes from call to call), in one query.
-        likely: set[str] = set()
-        before = [_hashes(previous)] if previous else []
-        before += _references(state)
-        for call in chunk:
-            mine = _hashes(call)
-            for reference in before:
-                likely |= mine ^ reference
-            before = [mine]
-        cache.fetch(likely)
-        findings = []
-        checkpoints = []
-        for call in chunk:
-            result, state = analyse_call(state, _input(call, cache.contents_for(call, state)), config)
-            outcome = result.to_dict()
-            call.analysis = {key: outcome[key] for key in ("buckets", "cache", "conflicts")}
-            findings += [_finding(run, finding) for finding in outcome["findings"]]
-            if call.seq % CHECKPOINT_EVERY == 0:
-                checkpoints.append(AnalysisCheckpoint(run=run, seq=call.seq, state=pack(state)))
+        state = _analyse_chunk(run, chunk, state, previous, cache, config)
         Call.objects.bulk_update(chunk, ["analysis"], batch_size=CHUNK)
-        Finding.objects.bulk_create(findings, batch_size=500)
-        AnalysisCheckpoint.objects.bulk_create(
-            checkpoints, update_conflicts=True, unique_fields=["run", "seq"], update_fields=["state"]
-        )
         analysed += len(chunk)
         previous, after = chunk[-1], chunk[-1].seq
+    _finish(run, after, state, config)
+    run.save(update_fields=RUN_FIELDS)
+    return analysed
+
+
+def analyse_appended(run: Run, calls: list[Call], texts: dict[str, str]) -> bool:
+    """Analyse calls that a batch appends to a run, before they are stored; False if it cannot.
+
+    The caller holds the run's lock, has numbered ``calls`` (in order, right after the run's last
+    call) and stores them with the ``analysis`` set here, then saves the run's ``RUN_FIELDS``.
+    ``texts``: content this batch stored (what the database now holds for those hashes), so they
+    are not read back. It cannot when the run's analysis lags behind or its state is from another
+    version of the analyses: then nothing is changed and ``analyse_run`` catches the run up."""
+    after = calls[0].seq - 1
+    if run.analysed_seq != after or (after and run.analysis_state is None):
+        return False
+    state = unpack(run.analysis_state) if after else new_state()
+    if state.get("schema") != STATE_SCHEMA:
+        return False
+    config = config_for(run.project)
+    _forget_findings_after(run, after)
+    cache = ContentCache(run.project_id)
+    cache.add(texts)
+    for start in range(0, len(calls), CHUNK):
+        state = _analyse_chunk(run, calls[start : start + CHUNK], state, None, cache, config)
+    _finish(run, calls[-1].seq, state, config)
+    return True
+
+
+def _forget_findings_after(run: Run, after: int) -> None:
+    Finding.objects.filter(run=run).filter(call_seq__gt=after).delete()
+    Finding.objects.filter(run=run, call_seq__isnull=True).delete()
+
+
+def _analyse_chunk(
+    run: Run, chunk: list[Call], state: dict, previous: Call | None, cache: ContentCache, config
+) -> dict:
+    """Analyse ``chunk`` (consecutive calls after ``state``), setting each call's ``analysis`` and
+    storing its findings and checkpoints; returns the state after the chunk."""
+    # Prefetch what the chunk will most likely need (what changes from call to call), in one query.
+    likely: set[str] = set()
+    before = [_hashes(previous)] if previous else []
+    before += _references(state)
+    for call in chunk:
+        mine = _hashes(call)
+        for reference in before:
+            likely |= mine ^ reference
+        before = [mine]
+    cache.fetch(likely)
+    findings = []
+    checkpoints = []
+    for call in chunk:
+        result, state = analyse_call(state, _input(call, cache.contents_for(call, state)), config)
+        outcome = result.to_dict()
+        call.analysis = {key: outcome[key] for key in ("buckets", "cache", "conflicts")}
+        findings += [_finding(run, finding) for finding in outcome["findings"]]
+        if call.seq % CHECKPOINT_EVERY == 0:
+            checkpoints.append(AnalysisCheckpoint(run=run, seq=call.seq, state=pack(state)))
+    Finding.objects.bulk_create(findings, batch_size=500)
+    AnalysisCheckpoint.objects.bulk_create(
+        checkpoints, update_conflicts=True, unique_fields=["run", "seq"], update_fields=["state"]
+    )
+    return state
+
+
+def _finish(run: Run, last_seq: int, state: dict, config: AnalysisConfig) -> None:
+    """Run-level findings and accounting after the run's last analysed call; the caller saves the run."""
     final = finalise_run(state, config)
     Finding.objects.bulk_create([_finding(run, finding) for finding in final["findings"]])
-    run.analysed_seq = after
+    run.analysed_seq = last_seq
     run.analysis_state = pack(state)
     run.accounting = final["accounting"]
-    run.save(update_fields=["analysed_seq", "analysis_state", "accounting"])
-    return analysed
 
 
 def _finding(run: Run, finding: dict) -> Finding:

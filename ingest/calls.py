@@ -15,7 +15,9 @@ from datetime import UTC, datetime
 from django.db.models import Q
 
 from ingest import normalise, tokens
-from ingest.analyse import invalidate
+from ingest.analyse import RUN_FIELDS as ANALYSIS_FIELDS
+from ingest.analyse import analyse_appended, invalidate
+from ingest.bulk import insert_rows
 from ingest.models import Call, Content, LogRecord, Operation, Run
 from ingest.normalise import CallRecord, Event
 from ingest.turns import TurnState, advance
@@ -120,11 +122,7 @@ def _content_events(project_id: int, keys: list[tuple[str, str]]) -> dict[tuple[
 
 
 # The fields of a run that ingest writes; the analysis fields belong to the analysis task.
-RUN_FIELDS = [
-    field.name
-    for field in Run._meta.concrete_fields
-    if field.name not in ("id", "analysed_seq", "analysis_state", "accounting")
-]
+RUN_FIELDS = [field.name for field in Run._meta.concrete_fields if field.name not in ("id", *ANALYSIS_FIELDS)]
 
 
 def save(
@@ -132,13 +130,14 @@ def save(
 ) -> set[int]:
     """Write new calls (a call already stored is left alone) and operations, then number the runs.
 
-    Returns the ids of the runs whose calls changed (to be analysed)."""
+    Returns the ids of the runs whose calls changed and are not analysed yet (to be analysed)."""
     new = _new_records(project_id, records)
     new, replaced = _without_duplicates(project_id, new)
     runs = _locked_runs(project_id, new, operations, {call.run_id for call in replaced})
     renumber = _remove_replaced(runs, replaced)
-    if keep_content:
-        _save_contents(project_id, [item for record in new for item in record.items])
+    texts = (
+        _save_contents(project_id, [item for record in new for item in record.items]) if keep_content else {}
+    )
     Operation.objects.bulk_create(
         [Operation(project_id=project_id, **operation) for operation in operations],
         ignore_conflicts=True,
@@ -147,13 +146,14 @@ def save(
     renumber |= _renumber_after_late_invocations(project_id, operations)
 
     # Calls that come after everything their run has are numbered here, before they are inserted (the
-    # common case, no UPDATE); a run with a late call is renumbered after the insert.
+    # common case, no UPDATE), and analysed too when the run's analysis is up to date (no task, no
+    # reading them back); a run with a late call is renumbered after the insert.
     calls_of: dict[int, list[Call]] = defaultdict(list)
     for record in new:
         run = runs[record.run_key]
         calls_of[run.id].append(_call(project_id, run.id, record))
     invocations = _agent_invocations(project_id, [call for calls in calls_of.values() for call in calls])
-    late_runs = []
+    late_runs, analysed = [], set()
     for run in sorted(runs.values(), key=lambda run: run.id):
         calls = sorted(calls_of[run.id], key=lambda call: (call.start_ns, call.span_id))
         if run.id in renumber or (calls and _before_last(run, calls[0])):
@@ -161,14 +161,25 @@ def save(
         elif calls:
             state = _number(_state_of(run), calls, invocations)
             _remember(run, calls, state, appended=True)
-    Call.objects.bulk_create([call for calls in calls_of.values() for call in calls], batch_size=500)
+            if analyse_appended(run, calls, texts):
+                analysed.add(run.id)
+    # A call stored meanwhile by another worker fails the batch (IntegrityError): it is retried, and
+    # then sees that call; skipping it would count its usage in the run's totals twice.
+    insert_rows(Call, [_row(call) for calls in calls_of.values() for call in calls], on_conflict="fail")
     _add_to_totals(runs, new)
     for run in runs.values():
         if run in late_runs:
             number_calls(run, renumber=True)
         else:
-            run.save(update_fields=RUN_FIELDS)
-    return {run.id for run in runs.values()}
+            run.save(update_fields=RUN_FIELDS + (ANALYSIS_FIELDS if run.id in analysed else []))
+    return {run.id for run in runs.values() if run.id not in analysed}
+
+
+_CALL_COLUMNS = [field.attname for field in Call._meta.concrete_fields if not field.primary_key]
+
+
+def _row(call: Call) -> dict:
+    return {name: getattr(call, name) for name in _CALL_COLUMNS}
 
 
 # --- One request, two spans ----------------------------------------------------------------------
@@ -305,10 +316,8 @@ def _locked_runs(
                 parent_span_id__in={span for _, span in parents},
             ).values_list("run_id", flat=True)
         )
-    locked = (
-        Run.objects.select_for_update()
-        .defer("analysis_state")
-        .filter(Q(project_id=project_id, key__in=list(first_seen)) | Q(id__in=affected))
+    locked = Run.objects.select_for_update().filter(
+        Q(project_id=project_id, key__in=list(first_seen)) | Q(id__in=affected)
     )
     return {run.key: run for run in locked.order_by("id")}
 
@@ -330,28 +339,30 @@ def _new_records(project_id: int, records: list[CallRecord]) -> list[CallRecord]
     return list(new.values())
 
 
-def _save_contents(project_id: int, items: Iterable[normalise.Item]) -> None:
+def _save_contents(project_id: int, items: Iterable[normalise.Item]) -> dict[str, str]:
+    """Store each text once per project; returns the texts stored now, by hash."""
     by_hash = {item.hash: item for item in items if item.content is not None}
     if not by_hash:
-        return
+        return {}
     stored = set(
         Content.objects.filter(project_id=project_id, hash__in=list(by_hash)).values_list("hash", flat=True)
     )
-    Content.objects.bulk_create(
+    inserted = insert_rows(
+        Content,
         [
-            Content(
-                project_id=project_id,
-                hash=content_hash,
-                text=item.content,
-                truncated=item.content_truncated,
-                tokens=item.tokens if item.tokens_estimated else None,
-            )
+            {
+                "project_id": project_id,
+                "hash": content_hash,
+                "text": item.content,
+                "truncated": item.content_truncated,
+                "tokens": item.tokens if item.tokens_estimated else None,
+            }
             for content_hash, item in by_hash.items()
             if content_hash not in stored
         ],
-        ignore_conflicts=True,
-        batch_size=500,
+        returning="hash",
     )
+    return {content_hash: by_hash[content_hash].content for content_hash in inserted}
 
 
 CALL_CONTENT_FIELDS = (

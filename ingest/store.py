@@ -11,12 +11,11 @@ from django.utils import timezone
 from google.protobuf.message import DecodeError
 
 from ingest import calls, otlp
+from ingest.bulk import insert_rows
 from ingest.models import LogRecord, RawBatch, Resource, Span
 from ingest.tasks import enqueue_analysis
 
 logger = logging.getLogger(__name__)
-
-BULK_SIZE = 500
 
 
 class BadBatch(Exception):
@@ -97,46 +96,6 @@ def _store(batch: RawBatch) -> set[int]:
             )
     except DataError as exc:
         raise BadBatch(f"the database refused a value: {str(exc).splitlines()[0]}") from exc
-
-
-def insert_rows(model: type[Span] | type[LogRecord], rows: list[dict]) -> None:
-    """Insert rows (field attname -> value), skipping those already stored (``ON CONFLICT DO NOTHING``)."""
-    if not rows:
-        return
-    if connection.vendor != "postgresql":
-        model.objects.bulk_create([model(**row) for row in rows], ignore_conflicts=True, batch_size=BULK_SIZE)
-        return
-    # PostgreSQL: COPY into a temporary table, then one INSERT ... SELECT. The ORM's multi-row INSERT
-    # builds a model per row and quotes every value into the SQL text; COPY streams the values.
-    fields = [field for field in model._meta.concrete_fields if not field.primary_key]
-    table = model._meta.db_table
-    staging = f"{table}_staging"
-    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
-    json_fields = {field.attname for field in fields if field.get_internal_type() == "JSONField"}
-    defaults = {field.attname: field.get_default() for field in fields}
-
-    def value(row: dict, name: str):
-        value = row.get(name, defaults[name])
-        # JSON as text for the jsonb columns; None stays SQL NULL, as the ORM stores it.
-        return json.dumps(value) if name in json_fields and value is not None else value
-
-    names = list(defaults)
-    with connection.cursor() as cursor, connection.wrap_database_errors:
-        # One per session; ON COMMIT DELETE ROWS empties it at each commit without a new file.
-        cursor.execute(
-            f"CREATE TEMPORARY TABLE IF NOT EXISTS {staging} ON COMMIT DELETE ROWS "
-            f"AS SELECT 0 AS ordinal, {columns} FROM {table} WITH NO DATA"
-        )
-        with cursor.cursor.copy(f"COPY {staging} (ordinal, {columns}) FROM STDIN") as copy:
-            for ordinal, row in enumerate(rows):
-                copy.write_row([ordinal, *(value(row, name) for name in names)])
-        # In the batch's order, as the ORM inserted them: ids break ties of equal times downstream.
-        cursor.execute(
-            f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {staging} ORDER BY ordinal "
-            "ON CONFLICT DO NOTHING"
-        )
-        # Rows of an earlier batch in the same transaction (tests, a caller's atomic block) must go too.
-        cursor.execute(f"DELETE FROM {staging}")
 
 
 def _digest(value) -> str:

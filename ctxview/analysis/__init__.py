@@ -10,6 +10,7 @@ from ctxview.analysis.inputs import CallInput
 from ctxview.analysis.lifecycle import item_lifecycle
 from ctxview.analysis.prices import PRICES, Price, price_for, table_from_rows
 from ctxview.analysis.run import (
+    STATE_SCHEMA,
     CallAnalysis,
     OutdatedState,
     OutOfOrder,
@@ -21,6 +22,7 @@ from ctxview.analysis.run import (
 __all__ = [
     "DEFAULT_CONFIG",
     "PRICES",
+    "STATE_SCHEMA",
     "AnalysisConfig",
     "CallAnalysis",
     "CallInput",

@@ -3,7 +3,7 @@
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ingest.analyse import analyse_run
+from ingest.analyse import analyse_run, unpack
 from ingest.models import AnalysisCheckpoint, Call, Finding, Run
 from tests import factories
 from tests.factories import assistant_message, user_message
@@ -111,3 +111,65 @@ def test_analysis_recovers_when_its_state_is_gone(send, project, missing):  # no
     Finding.objects.all().delete()
     analyse_run(run.id)
     assert analysis_state() == expected
+
+
+def full_analysis(run: Run) -> dict:
+    run.refresh_from_db()
+    return {
+        "calls": list(Call.objects.filter(run=run).order_by("seq").values_list("seq", "analysis")),
+        "findings": sorted(
+            Finding.objects.filter(run=run).values_list(
+                "call_seq", "type", "item_id", "cause", "evidence", "fix"
+            ),
+            key=str,
+        ),
+        "checkpoints": sorted(
+            (seq, unpack(state)) for seq, state in AnalysisCheckpoint.objects.values_list("seq", "state")
+        ),
+        "state": unpack(run.analysis_state),
+        "accounting": run.accounting,
+        "analysed_seq": run.analysed_seq,
+    }
+
+
+def test_calls_appended_by_a_batch_are_analysed_in_it_as_the_task_would(send, project, monkeypatch):  # noqa: F811
+    """Several calls per request (two chunks, a checkpoint): analysed while the batch stores them, with
+    no analysis task; the result equals the task's, run from the first call."""
+    enqueued = []
+    monkeypatch.setattr("ingest.store.enqueue_analysis", enqueued.append)
+    monkeypatch.setattr("ingest.analyse.CHUNK", 7)
+    requests = call_requests(40)
+    for part in (requests[:3], requests[3:33], requests[33:]):
+        merged = ExportTraceServiceRequest()
+        for request in part:
+            merged.MergeFrom(request)
+        send(merged)
+    assert enqueued == []
+    run = Run.objects.get()
+    inline = full_analysis(run)
+    assert inline["analysed_seq"] == 40 and all(analysis for _, analysis in inline["calls"])
+    assert [seq for seq, _ in inline["checkpoints"]] == [32]
+    assert any(finding[1] == "cache_invalidated" for finding in inline["findings"])
+
+    Finding.objects.all().delete()
+    AnalysisCheckpoint.objects.all().delete()
+    Call.objects.update(analysis=None)
+    Run.objects.filter(id=run.id).update(analysis_state=None, analysed_seq=0, accounting=None)
+    assert analyse_run(run.id) == 40
+    assert full_analysis(run) == inline
+
+
+def test_a_run_whose_analysis_lags_is_left_to_the_task(send, project, monkeypatch):  # noqa: F811
+    enqueued = []
+    monkeypatch.setattr("ingest.store.enqueue_analysis", enqueued.append)
+    requests = call_requests(4)
+    send(requests[0])
+    run = Run.objects.get()
+    Run.objects.filter(id=run.id).update(analysed_seq=0, analysis_state=None)  # as if its task were lost
+    send(requests[1])
+    assert enqueued == [run.id]
+    run.refresh_from_db()
+    assert (run.call_count, run.analysed_seq) == (2, 0)
+    analyse_run(run.id)
+    run.refresh_from_db()
+    assert run.analysed_seq == 2
