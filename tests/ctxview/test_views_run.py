@@ -260,7 +260,7 @@ def test_the_calls_table_flags_noted_and_bookmarked_calls_in_one_query(viewer_cl
     assert len(marked.captured_queries) == len(unmarked.captured_queries)  # none per row
     rows = {
         int(seq): cell
-        for seq, cell in re.findall(r'<td class="num"><a href="/calls/\d+/">(\d+)</a>(.*?)</td>', body)
+        for cell, seq in re.findall(r'<td class="num">([^\n]*?)<a href="/calls/\d+/">(\d+)</a></td>', body)
     }
     assert 'title="bookmarked"' in rows[2] and "✎" not in rows[2]
     assert "✎1</a>" in rows[3] and "bookmarked" not in rows[3]
