@@ -9,6 +9,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 import ctxview_sdk
+from ctxview.models import Bookmark, Label, Note
 from ingest.models import Call, Run
 from tests.browser.conftest import login, screenshot, settle
 from tests.ctxview.ui_data import HOSTILE_RUN, hostile_story
@@ -27,6 +28,17 @@ POINT = """([id, name, x, fraction]) => {
   ];
 }"""
 TRACES = "id => document.getElementById(id).data.map(trace => trace.name)"
+# The same for a marker on a category row (the findings timeline's types, notes and bookmarks).
+MARK = """([id, name, x]) => {
+  const gd = document.getElementById(id);
+  const trace = gd._fullData.find(t => t.name === name);
+  const layout = gd._fullLayout;
+  const box = gd.getBoundingClientRect();
+  return [
+    box.left + layout._size.l + layout.xaxis.d2p(x),
+    box.top + layout._size.t + layout.yaxis.d2p(trace.y[trace.x.indexOf(x)]),
+  ];
+}"""
 
 
 def first_seq_of_turn(run: Run, turn: int) -> int:
@@ -37,6 +49,19 @@ def test_from_the_runs_list_to_the_turn_40_fact(live_server, browser_page, alice
     call_command("demo", url=live_server.url, key=key, stdout=StringIO())
     Run.objects.filter(project=project).update(updated_at=timezone.now() - timedelta(hours=1))
     incident = Run.objects.get(project=project, key="demo-incident-turn-40")
+    # What a reviewer left on the run: a label, a note on the run, a note and a bookmark on the call where
+    # the fact left the window.
+    drop = Call.objects.get(run=incident, seq=first_seq_of_turn(incident, 31))
+    Label.objects.create(
+        project=project, run=incident, name="incident", link="https://tickets.example/INC-4711"
+    )
+    Note.objects.create(
+        project=project, run=incident, author=alice, body="Wrong shard restarted: the agent lost its fact."
+    )
+    Note.objects.create(
+        project=project, run=incident, call=drop, author=alice, body="fact:affected-shard leaves here."
+    )
+    Bookmark.objects.create(project=project, call=drop, created_by=alice)
     page, base = browser_page, live_server.url
     login(page, base, "alice", "pw-alice")
 
@@ -70,6 +95,12 @@ def test_from_the_runs_list_to_the_turn_40_fact(live_server, browser_page, alice
     assert len(breaks) == 29
     presence = page.evaluate("document.getElementById('plot-presence').data[0]")
     assert presence["type"] == "heatmap" and "fact:affected-shard" in presence["y"]
+    findings = page.evaluate(TRACES, "plot-findings")
+    assert findings[-2:] == ["bookmark", "note"]
+    assert page.evaluate("document.getElementById('plot-findings').data.at(-1).x") == [drop.seq]
+    assert "incident" in page.locator(".review-marks .chip").inner_text()
+    assert page.locator(".review-count").inner_text() == "2 notes · 1 bookmark"
+    assert "Wrong shard restarted" in page.locator("#findings-body .run-notes").inner_text()
     screenshot(page, "run-overview")
     screenshot(page.locator("#panel-composition"), "composition")
     screenshot(page.locator("#panel-cache"), "cache")
@@ -175,6 +206,77 @@ def test_a_run_that_is_still_receiving_calls_updates_itself(live_server, browser
         assert page.console.errors == []
     finally:
         ctxview_sdk.shutdown(timeout=10)
+
+
+def test_notes_and_bookmarks_on_the_overview(live_server, browser_page, alice, project, key):
+    """A run with a note and a bookmark and no findings: the timeline draws the marks, a mark opens its
+    call, and a note added on the review page shows on the overview when the reviewer comes back."""
+    ctxview_sdk.configure(live_server.url, key=key, service_name="marked-agent", send_content=True)
+    try:
+        for turn in (1, 2, 3):
+            with ctxview_sdk.call("marked-run", turn, "claude-sonnet-4-5") as c:
+                c.add_item(
+                    "system:prompt", "system", "system", content="You help.", role="system", tokens=900
+                )
+                c.add_item(f"msg:{turn}", "message", "conversation", content="hi", role="user", tokens=50)
+                c.set_usage({"input_tokens": 950, "output_tokens": 20})
+        assert ctxview_sdk.flush(timeout=30)
+    finally:
+        ctxview_sdk.shutdown(timeout=10)
+    Run.objects.filter(project=project).update(updated_at=timezone.now() - timedelta(hours=1))
+    run = Run.objects.get(project=project, key="marked-run")
+    run.findings.all().delete()  # whatever the analyses found: this run is about the marks alone
+    calls = {call.seq: call for call in run.calls.all()}
+    Note.objects.create(
+        project=project, run=run, call=calls[2], author=alice, body="<img src=x onerror=alert(7)> look here"
+    )
+    Bookmark.objects.create(project=project, call=calls[3], created_by=alice)
+    page, base = browser_page, live_server.url
+    login(page, base, "alice", "pw-alice")
+    page.goto(f"{base}/runs/{run.id}/")
+    settle(page)
+    assert page.evaluate(TRACES, "plot-findings") == ["bookmark", "note"]
+    assert page.evaluate("document.getElementById('plot-findings').layout.yaxis.categoryarray") == [
+        "bookmarks",
+        "notes",
+    ]
+    assert "No findings" in page.locator("#findings-body").inner_text()
+    assert page.locator("#calls-body .mark-bookmark").count() == 1
+    assert page.locator("#calls-body .mark-note").inner_text() == "✎1"
+
+    # The note's hover quotes it as text; a click opens its call.
+    page.locator("#plot-findings").scroll_into_view_if_needed()
+    page.mouse.move(*page.evaluate(MARK, ["plot-findings", "note", 2]))
+    hover = page.locator("#plot-findings .hoverlayer")
+    hover.get_by_text("look here", exact=False).wait_for()
+    assert "<img src=x onerror=alert(7)> look here" in hover.text_content()
+    assert page.evaluate("document.querySelectorAll('img[src=\"x\"]').length") == 0
+    screenshot(page.locator("#panel-findings"), "findings-marks", docs=False)
+    page.mouse.click(*page.evaluate(MARK, ["plot-findings", "note", 2]))
+    page.wait_for_url(f"{base}/calls/{calls[2].id}/")
+    settle(page)
+
+    # Back on the overview, to the review page: a second note, on call 3.
+    page.click(".crumbs >> text=Run marked-run")
+    page.wait_for_url(f"{base}/runs/{run.id}/")
+    settle(page)
+    page.click(".review-count")
+    page.wait_for_url(f"{base}/runs/{run.id}/review")
+    page.fill("textarea[name=body]", "and here")
+    page.fill("input[name=call_seq]", "3")
+    page.click("text=Add note")
+    page.locator("article.note", has_text="and here").wait_for()
+    # The browser's Back button (twice: the form's answer is an entry of its own): htmx restores the
+    # overview from its history cache, and the header and the timeline are read again.
+    page.go_back()
+    page.wait_for_url(f"{base}/runs/{run.id}/review")
+    page.go_back()
+    page.wait_for_url(f"{base}/runs/{run.id}/")
+    page.wait_for_function("() => document.querySelector('.review-count').textContent.startsWith('2 notes')")
+    settle(page)
+    assert page.evaluate("document.getElementById('plot-findings').data.at(-1).x") == [2, 3]
+    assert page.console.errors == []
+    assert page.console.dialogs == []
 
 
 def test_trace_content_is_text_in_the_browser(live_server, browser_page, alice, project, key):
