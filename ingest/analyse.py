@@ -11,6 +11,7 @@ import logging
 import zlib
 
 from django.db import transaction
+from django.db.models import Q
 
 from ctxview.analysis import (
     DEFAULT_CONFIG,
@@ -24,6 +25,7 @@ from ctxview.analysis import (
     new_state,
     table_from_rows,
 )
+from ingest.bulk import insert_rows
 from ingest.models import AnalysisCheckpoint, Call, Content, Finding, Run
 
 logger = logging.getLogger(__name__)
@@ -202,8 +204,8 @@ def analyse_appended(run: Run, calls: list[Call], texts: dict[str, str]) -> bool
 
 
 def _forget_findings_after(run: Run, after: int) -> None:
-    Finding.objects.filter(run=run).filter(call_seq__gt=after).delete()
-    Finding.objects.filter(run=run, call_seq__isnull=True).delete()
+    """Findings of calls after ``after``, and the run-level ones: the analysis writes them anew."""
+    Finding.objects.filter(Q(call_seq__gt=after) | Q(call_seq__isnull=True), run=run).delete()
 
 
 def _analyse_chunk(
@@ -230,7 +232,7 @@ def _analyse_chunk(
         findings += [_finding(run, finding) for finding in outcome["findings"]]
         if call.seq % CHECKPOINT_EVERY == 0:
             checkpoints.append(AnalysisCheckpoint(run=run, seq=call.seq, state=pack(state)))
-    Finding.objects.bulk_create(findings, batch_size=500)
+    insert_rows(Finding, findings, on_conflict="fail")
     AnalysisCheckpoint.objects.bulk_create(
         checkpoints, update_conflicts=True, unique_fields=["run", "seq"], update_fields=["state"]
     )
@@ -240,21 +242,22 @@ def _analyse_chunk(
 def _finish(run: Run, last_seq: int, state: dict, config: AnalysisConfig) -> None:
     """Run-level findings and accounting after the run's last analysed call; the caller saves the run."""
     final = finalise_run(state, config)
-    Finding.objects.bulk_create([_finding(run, finding) for finding in final["findings"]])
+    insert_rows(Finding, [_finding(run, finding) for finding in final["findings"]], on_conflict="fail")
     run.analysed_seq = last_seq
     run.analysis_state = pack(state)
     run.accounting = final["accounting"]
 
 
-def _finding(run: Run, finding: dict) -> Finding:
-    return Finding(
-        project_id=run.project_id,
-        run=run,
-        call_seq=finding.get("call_seq"),
-        type=finding["type"],
-        severity=finding["severity"],
-        item_id=(finding.get("item_id") or "")[:500],
-        cause=finding.get("cause") or "",
-        evidence=finding.get("evidence") or {},
-        fix=finding.get("fix") or "",
-    )
+def _finding(run: Run, finding: dict) -> dict:
+    """A finding's row (for ``insert_rows``)."""
+    return {
+        "project_id": run.project_id,
+        "run_id": run.id,
+        "call_seq": finding.get("call_seq"),
+        "type": finding["type"],
+        "severity": finding["severity"],
+        "item_id": (finding.get("item_id") or "")[:500],
+        "cause": finding.get("cause") or "",
+        "evidence": finding.get("evidence") or {},
+        "fix": finding.get("fix") or "",
+    }

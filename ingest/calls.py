@@ -316,8 +316,10 @@ def _locked_runs(
                 parent_span_id__in={span for _, span in parents},
             ).values_list("run_id", flat=True)
         )
-    locked = Run.objects.select_for_update().filter(
-        Q(project_id=project_id, key__in=list(first_seen)) | Q(id__in=affected)
+    locked = (
+        Run.objects.select_for_update(of=("self",))
+        .select_related("project")  # the analysis reads the project's settings
+        .filter(Q(project_id=project_id, key__in=list(first_seen)) | Q(id__in=affected))
     )
     return {run.key: run for run in locked.order_by("id")}
 
