@@ -46,8 +46,8 @@ def main() -> None:
         from django.db import transaction
 
         from ingest import calls, otlp
-        from ingest.models import Project, RawBatch, Resource, Span
         from ingest.bulk import insert_rows
+        from ingest.models import Project, RawBatch, Resource, Span
 
         call_command("migrate", verbosity=0)
         project = Project.objects.create(slug="bench", name="bench")

@@ -13,6 +13,8 @@ PostgreSQL backend. The variants change one thing each, to put a number on a pro
   (Django's ``OPTIONS: {"server_side_binding": True}``).
 - no-tiktoken: token counts estimated as characters / 4 instead of by tiktoken (an upper bound on what
   counting tokens elsewhere, or later, would save).
+- no-gin: without the GIN index on the calls' items (what the search by item, source, version and hash
+  costs at ingest).
 """
 
 import argparse
@@ -29,7 +31,7 @@ from payloads import build_batches
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-VARIANTS = ("baseline", "orm-spans", "server-binding", "no-tiktoken")
+VARIANTS = ("baseline", "orm-spans", "server-binding", "no-tiktoken", "no-gin")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -75,6 +77,9 @@ def run_variant(variant: str, batches: int, database_url: str) -> dict:
             tokens.count = lambda text: len(text) // 4 if text else 0
 
         call_command("migrate", verbosity=0)
+        if variant == "no-gin":
+            with connection.cursor() as cursor:
+                cursor.execute("DROP INDEX call_items_gin")
         project = Project.objects.create(slug="bench", name="bench")
         bodies = build_batches(512 * batches, seed=5)
         batch_ids = [
