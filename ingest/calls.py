@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from django.db import connection
 from django.db.models import Q
 
 from ingest import normalise, tokens
@@ -346,9 +347,7 @@ def _save_contents(project_id: int, items: Iterable[normalise.Item]) -> dict[str
     by_hash = {item.hash: item for item in items if item.content is not None}
     if not by_hash:
         return {}
-    stored = set(
-        Content.objects.filter(project_id=project_id, hash__in=list(by_hash)).values_list("hash", flat=True)
-    )
+    stored = _stored_hashes(project_id, list(by_hash))
     inserted = insert_rows(
         Content,
         [
@@ -365,6 +364,20 @@ def _save_contents(project_id: int, items: Iterable[normalise.Item]) -> dict[str
         returning="hash",
     )
     return {content_hash: by_hash[content_hash].content for content_hash in inserted}
+
+
+def _stored_hashes(project_id: int, hashes: list[str]) -> set[str]:
+    """Which of these content hashes the project has stored already."""
+    if connection.vendor == "postgresql":
+        # One text parameter (hashes are hex): the ORM's IN list of ~1,500 parameters took 10-13 ms.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT hash FROM ingest_content "
+                "WHERE project_id = %s AND hash = ANY(string_to_array(%s, ','))",
+                [project_id, ",".join(hashes)],
+            )
+            return {found for (found,) in cursor.fetchall()}
+    return set(Content.objects.filter(project_id=project_id, hash__in=hashes).values_list("hash", flat=True))
 
 
 CALL_CONTENT_FIELDS = (
