@@ -405,5 +405,10 @@ def trace_spans(request: HttpRequest, projects: QuerySet[Project], trace_id: str
 
 
 @require_GET
+def not_found(request: HttpRequest, rest: str) -> JsonResponse:
+    """Any other path under /api/: a JSON 404 (API clients parse the body), not the HTML page."""
+    return error("no such API endpoint; the endpoints are listed in /api/v1/openapi.json", 404)
+
+
 def openapi(request: HttpRequest) -> JsonResponse:
     return JsonResponse(OPENAPI)

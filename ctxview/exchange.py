@@ -247,16 +247,24 @@ def _import_review(project: Project, run: Run, calls: list[Call], document: dict
                 for revision in entry.get("revisions", [])
             ]
         )
+    labels = document.get("labels", [])
+    for label in labels:
+        link = label.get("link") or ""
+        # As the label API: an export from elsewhere must not bring a javascript: link.
+        _require(
+            isinstance(link, str) and (not link or link.startswith(("http://", "https://"))),
+            "labels[].link must be an http(s) URL",
+        )
     Label.objects.bulk_create(
         [
             Label(
                 project=project,
                 run=run,
                 name=str(label["name"])[:64],
-                link=label.get("link") or "",
+                link=(label.get("link") or "")[:500],
                 created_by=user,
             )
-            for label in document.get("labels", [])
+            for label in labels
         ],
         ignore_conflicts=True,
     )

@@ -26,6 +26,8 @@ urlpatterns = [
     path("api/v1/projects/<slug:slug>/import", review_api.project_import, name="cv-api-project-import"),
     path("api/v1/projects/<slug:slug>/policy", review_api.project_policy, name="cv-api-project-policy"),
     path("api/v1/projects/<slug:slug>/prices", review_api.project_prices, name="cv-api-project-prices"),
+    path("api/", api.not_found, {"rest": ""}),
+    path("api/<path:rest>", api.not_found, name="cv-api-not-found"),
     path("login/", auth_views.LoginView.as_view(), name="cv-login"),
     path("logout/", auth_views.LogoutView.as_view(), name="cv-logout"),
     path("", views.projects, name="cv-projects"),

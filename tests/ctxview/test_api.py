@@ -221,3 +221,11 @@ def test_the_openapi_description_lists_every_endpoint(client):
         "/api/v1/runs/{run_id}/findings",
         "/api/v1/runs/{run_id}/items/{item_id}",
     }
+
+
+@pytest.mark.parametrize("path", ["/api/v1/nothing", "/api/v2/runs", "/api/", "/api/v1/runs/1/calls/x"])
+def test_an_unknown_api_path_is_a_json_404(client, key, path):
+    response = client.get(path, HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert "openapi.json" in response.json()["error"]

@@ -68,6 +68,7 @@ def beta(send, bob, client, django_capture_on_commit_callbacks):  # noqa: F811
         "turn": 1,
         "a": call.id,
         "b": call.id,
+        "rest": f"v1/runs/{run.id}/unknown",
     }
 
 

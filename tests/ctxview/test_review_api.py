@@ -252,6 +252,16 @@ def test_export_and_import_round_trip_gives_the_same_calls_and_findings(
             },
             "numbered 1..n",
         ),
+        (
+            {
+                "format": "ctxview.run-export",
+                "version": 1,
+                "run": {"key": "k"},
+                "calls": [{"seq": 1, "start_ns": 1, "trace_id": "t", "span_id": "s", "end_ns": 1}],
+                "labels": [{"name": "incident", "link": "javascript:alert(1)"}],
+            },
+            "labels[].link must be an http(s) URL",
+        ),
     ],
 )
 def test_import_rejects_bad_documents_and_stores_nothing(client, project, key, document, message):
