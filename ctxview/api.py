@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET
 
 from ctxview import analysis
 from ctxview.access import NotAuthenticated, api_projects
+from ctxview.search import ITEM_FILTERS, runs_with_item
 from ingest.items import expand
 from ingest.models import Call, Content, Finding, Project, Run, Span
 
@@ -228,9 +229,6 @@ def runs(request: HttpRequest, projects: QuerySet[Project]) -> JsonResponse:
     return JsonResponse({"runs": [run_to_dict(run, request) for run in page], "next": next_url})
 
 
-ITEM_FILTERS = {"item": "id", "source": "source", "version": "version", "hash": "hash"}
-
-
 def _search(queryset: QuerySet[Run], request: HttpRequest) -> QuerySet[Run]:
     """The runs search: by an item (id, source, version, content hash), a finding type, a label, a model."""
     if request.GET.get("model"):
@@ -253,22 +251,6 @@ def _search(queryset: QuerySet[Run], request: HttpRequest) -> QuerySet[Run]:
             id__in=runs_with_item(queryset.values_list("project_id", flat=True), wanted)
         )
     return queryset
-
-
-def runs_with_item(project_ids, wanted: dict[str, str]) -> list[int] | QuerySet:
-    """Runs with a call whose window held an item matching every field in ``wanted``."""
-    calls = Call.objects.filter(project_id__in=project_ids)
-    if connection.vendor == "postgresql":
-        # A containment test the GIN index on Call.items answers (migration ingest 0005).
-        return calls.filter(items__contains=[wanted]).values("run_id")
-    # SQLite (embedded) has no JSON containment: scan, which is fine at a laptop's scale.
-    return list(
-        {
-            run_id
-            for run_id, items in calls.values_list("run_id", "items").iterator()
-            if any(all(item.get(field) == value for field, value in wanted.items()) for item in items)
-        }
-    )
 
 
 def _encode_cursor(started_at: datetime, run_id: int) -> str:

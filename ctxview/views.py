@@ -93,10 +93,13 @@ def revoke_ingest_key(request: HttpRequest, slug: str, key_id: str) -> HttpRespo
 
 @ui_view
 def runs(request: HttpRequest, slug: str) -> HttpResponse:
-    """The project's runs: filter by service, model, time and finding type; sort; a page at a time."""
+    """The project's runs: filter by service, model, time, finding type, label and what their windows held;
+    sort; a page at a time."""
     project = get_project_for_user(request.user, slug)
     choices = load.run_choices(project)
-    filters = runs_query.parse(request.GET, choices["services"], choices["models"], choices["finding_types"])
+    filters = runs_query.parse(
+        request.GET, choices["services"], choices["models"], choices["finding_types"], choices["labels"]
+    )
     paginator = Paginator(load.runs(project, filters), runs_query.PAGE_SIZE)
     if filters["page"] > paginator.num_pages:
         raise BadParameter(f"page {filters['page']} does not exist: there are {paginator.num_pages} page(s)")
@@ -123,7 +126,9 @@ def runs(request: HttpRequest, slug: str) -> HttpResponse:
         "query": query.urlencode(),
         "sort_query": sort_query.urlencode(),
         "sorts": runs_query.sort_links(filters["sort"]),
-        "filtered": any(filters[name] for name in ("service", "model", "finding", "since", "until")),
+        "filtered": any(
+            filters[name] for name in ("service", "model", "finding", "label", "held", "since", "until")
+        ),
         "any_runs": project.runs.exists(),
         "endpoint": request.build_absolute_uri("/"),
     }

@@ -24,7 +24,8 @@ from django.db.models.fields.json import KT, KeyTransform
 from django.db.models.functions import Cast, Coalesce, Substr
 from django.urls import reverse
 
-from ctxview.models import Bookmark, Note
+from ctxview.models import Bookmark, Label, Note
+from ctxview.search import runs_with_item
 from ingest.models import Call, Content, Finding, Project, Run
 
 USAGE = ("uncached", "cache_write", "cache_read", "output", "prompt_total")
@@ -244,7 +245,8 @@ def run_choices(project: Project) -> dict[str, list[str]]:
     for names in runs.values_list("model_names", flat=True):
         models.update(name for name in names or () if name)
     types = sorted(set(Finding.objects.filter(project=project).values_list("type", flat=True).distinct()))
-    return {"services": services, "models": sorted(models), "finding_types": types}
+    labels = sorted(set(Label.objects.filter(project=project).values_list("name", flat=True)))
+    return {"services": services, "models": sorted(models), "finding_types": types, "labels": labels}
 
 
 def _sort_expression(key: str):
@@ -296,6 +298,10 @@ def runs(project: Project, filters: dict) -> QuerySet[Run]:
         queryset = queryset.filter(
             Exists(Finding.objects.filter(run=OuterRef("pk"), type=filters["finding"]))
         )
+    if filters["label"]:
+        queryset = queryset.filter(labels__name=filters["label"])
+    if filters["held"]:
+        queryset = queryset.filter(id__in=runs_with_item([project.id], filters["held"]))
     if filters["since"]:
         queryset = queryset.filter(started_at__gte=filters["since"])
     if filters["until"]:

@@ -27,11 +27,18 @@ def _when(query: Mapping[str, str], name: str, end_of_day: bool) -> datetime | N
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+# What a run's window held: query parameter -> item field (as ctxview.search.ITEM_FILTERS, which needs
+# Django; this module does not).
+ITEM_FIELDS = {"item": "id", "source": "source", "version": "version", "hash": "hash"}
+ITEM_VALUE_LIMIT = 500
+
+
 def parse(
     query: Mapping[str, str],
     services: Collection[str],
     models: Collection[str],
     finding_types: Collection[str],
+    labels: Collection[str] = (),
 ) -> dict:
     """The list's filters from the query string; values must be ones the project has (or empty)."""
     service = (query.get("service") or "").strip()
@@ -43,6 +50,16 @@ def parse(
     finding = (query.get("finding") or "").strip()
     if finding and finding not in finding_types:
         raise BadParameter(f"finding must be one of the finding types ({', '.join(sorted(finding_types))})")
+    label = (query.get("label") or "").strip()
+    if label and label not in labels:
+        raise BadParameter(f"no run of this project is labelled {label[:80]!r}")
+    held = {}
+    for name, field in ITEM_FIELDS.items():
+        value = (query.get(name) or "").strip()
+        if len(value) > ITEM_VALUE_LIMIT:
+            raise BadParameter(f"{name} is longer than {ITEM_VALUE_LIMIT} characters")
+        if value:
+            held[field] = value
     since, until = _when(query, "since", False), _when(query, "until", True)
     if since and until and since > until:
         raise BadParameter("since must come before until")
@@ -53,6 +70,8 @@ def parse(
         "service": service,
         "model": model,
         "finding": finding,
+        "label": label,
+        "held": held,
         "since": since,
         "until": until,
         "sort": sort,

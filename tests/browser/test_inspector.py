@@ -7,6 +7,7 @@ from io import StringIO
 
 from django.core.management import call_command
 from django.utils import timezone
+from playwright.sync_api import expect
 
 import ctxview_sdk
 from ctxview.models import Bookmark, Label, Note
@@ -69,6 +70,15 @@ def test_from_the_runs_list_to_the_turn_40_fact(live_server, browser_page, alice
     page.goto(f"{base}/projects/alpha/runs/")
     assert page.locator("table.runs tbody tr").count() == 3
     screenshot(page, "runs")
+
+    # "Which runs had the old billing.ts in the window?", from the list's filters.
+    page.fill("input[name=source]", "src/api/billing.ts")
+    page.fill("input[name=version]", "v1")
+    page.click("form.filters button[type=submit]")
+    page.wait_for_url(re.compile(r"source=src%2Fapi%2Fbilling\.ts&version=v1"))
+    expect(page.locator("table.runs tbody tr")).to_have_count(1)
+    assert "demo-migration-200-files" in page.locator("table.runs tbody").inner_text()
+    page.goto(f"{base}/projects/alpha/runs/")
 
     # To the turn-40 run, through htmx (the page is not reloaded).
     page.evaluate("window.stillTheSamePage = true")

@@ -2,6 +2,7 @@
 
 import pytest
 
+from ctxview.models import Label
 from ctxview.panels import runs as runs_query
 from tests import factories
 from tests.ctxview import ui_fixtures
@@ -46,6 +47,11 @@ def test_lists_every_run_newest_first_with_its_figures(viewer_client, inspect):
         ("finding=fact_dropped&model=claude-sonnet-4-5", ["demo-incident-turn-40"]),
         ("since=2026-11-25&until=2026-11-25", ["demo-migration-200-files"]),
         ("sort=calls&service=debug-agent", ["demo-order-service-timeout"]),
+        # "Which runs had the old billing.ts in the window?"
+        ("source=src/api/billing.ts&version=v1", ["demo-migration-200-files"]),
+        ("source=src/api/billing.ts&version=v9", []),
+        ("source=progress.md&service=migration-agent", ["demo-migration-200-files"]),
+        ("item=tool%3Anothing-has-this", []),
     ],
 )
 def test_filters(viewer_client, inspect, query, expected):
@@ -89,6 +95,8 @@ def test_pages(viewer_client, inspect, monkeypatch):
         ("since=tuesday", "since must be a date"),
         ("service=ghost", "no run of this project comes from a service called"),
         ("finding=nonsense", "finding must be one of the finding types"),
+        ("label=ghost", "no run of this project is labelled 'ghost'"),
+        ("source=" + "x" * 501, "source is longer than 500 characters"),
     ],
 )
 def test_bad_parameters_are_a_400_that_says_why(viewer_client, inspect, query, message):
@@ -137,3 +145,18 @@ def test_the_list_escapes_what_traces_sent(viewer_client, inspect):
     body = viewer_client.get(URL).content.decode()
     assert "<script>alert" not in body and "<img src=x" not in body
     assert "hostile-&lt;script&gt;alert(3)&lt;/script&gt;" in body
+
+
+def test_filter_by_label_and_by_an_item_the_window_held(viewer_client, inspect):
+    Label.objects.create(project=inspect.project, run=inspect.incident, name="incident", link="")
+    Label.objects.create(project=inspect.project, run=inspect.timeout, name="postmortem", link="")
+    response = viewer_client.get(f"{URL}?label=incident")
+    assert keys(response) == ["demo-incident-turn-40"]
+    page = response.content.decode()
+    assert '<option value="incident" selected>incident</option>' in page
+    assert '<option value="postmortem">postmortem</option>' in page
+    # An item of the run's window by its content hash, as the call page shows it.
+    item = inspect.timeout.calls.get(seq=1).items[0]
+    found = viewer_client.get(f"{URL}?hash={item['hash']}&label=postmortem")
+    assert keys(found) == ["demo-order-service-timeout"]
+    assert f'value="{item["hash"]}"' in found.content.decode()

@@ -16,6 +16,8 @@ def test_defaults_sort_newest_first_on_page_one():
         "service": "",
         "model": "",
         "finding": "",
+        "label": "",
+        "held": {},
         "since": None,
         "until": None,
         "sort": "-started",
@@ -43,6 +45,8 @@ def test_dates_without_a_time_cover_whole_days_in_utc():
         ({"sort": "name"}, "sort must be one of started, calls"),
         ({"page": "0"}, "page must be between 1 and"),
         ({"page": "two"}, "page must be a whole number"),
+        ({"label": "incident"}, "no run of this project is labelled 'incident'"),
+        ({"hash": "a" * 501}, "hash is longer than 500 characters"),
     ],
 )
 def test_bad_filters_say_what_is_wrong(query, message):
@@ -62,3 +66,13 @@ def test_accounting_figures_tolerate_an_unanalysed_run():
         "hit_rate": 0.5,
         "cost": 1.25,
     }
+
+
+def test_what_the_window_held_maps_to_item_fields():
+    filters = runs.parse(
+        {"item": " tool:search ", "source": "src/api/billing.ts", "version": "v1", "hash": "", "label": "x"},
+        *CHOICES,
+        labels=["x"],
+    )
+    assert filters["held"] == {"id": "tool:search", "source": "src/api/billing.ts", "version": "v1"}
+    assert filters["label"] == "x"
