@@ -5,7 +5,7 @@ from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
+from django.db import IntegrityError, InterfaceError, OperationalError
 from django.db.models import F
 from django.utils import timezone
 
@@ -26,7 +26,10 @@ IDEMPOTENT = {
 }
 
 
-@shared_task(**IDEMPOTENT)
+# Two batches carrying the same span at once (an exporter retrying a request that timed out): both see
+# the call as new, the run's lock lets one store it, the other's insert fails on the unique key and rolls
+# back. Retried, it finds the call stored and skips it.
+@shared_task(**{**IDEMPOTENT, "autoretry_for": (*IDEMPOTENT["autoretry_for"], IntegrityError)})
 def process_batch_task(*, batch_id: int) -> str:
     from ingest.store import process_batch
 

@@ -2,10 +2,14 @@
 
 import zlib
 
-from ingest.models import RawBatch, Span
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from ingest import calls
+from ingest.models import Call, RawBatch, Run, Span
 from ingest.store import process_batch
 from ingest.tasks import process_batch_task, sweep_batches
 from tests import factories
+from tests.factories import user_message
 
 
 def pending_batch(project, request=None, signal="traces") -> RawBatch:
@@ -83,3 +87,31 @@ def test_the_sweeper_enqueues_only_batches_pending_long_enough(project):
     old.refresh_from_db()
     fresh.refresh_from_db()
     assert (old.status, fresh.status) == ("done", "pending")
+
+
+def test_a_call_stored_meanwhile_by_another_worker_is_retried_not_stored_twice(project, monkeypatch):
+    request = ExportTraceServiceRequest()
+    factories.chat_span(
+        request,
+        trace_id=b"\x07" * 16,
+        number=1,
+        messages=[user_message("is the queue draining?")],
+        attributes={"gen_ai.conversation.id": "race", "gen_ai.usage.input_tokens": 40},
+    )
+    first, second = pending_batch(project, request), pending_batch(project, request)
+    assert process_batch(first.id) == "done"
+    # The second batch looked for stored calls before the first committed (another worker, at once).
+    checks = []
+
+    def checked_too_early(project_id, records):
+        checks.append(len(records))
+        return records if len(checks) == 1 else stored_check(project_id, records)
+
+    stored_check = calls._new_records
+    monkeypatch.setattr(calls, "_new_records", checked_too_early)
+    assert process_batch_task.apply(kwargs={"batch_id": second.id}).get() == "done"
+    assert checks == [1, 1]  # failed on the unique key, retried, and then found the call stored
+    assert Call.objects.count() == 1
+    assert (Run.objects.get().call_count, Run.objects.get().analysed_seq) == (1, 1)
+    second.refresh_from_db()
+    assert (second.status, second.attempts) == ("done", 1)
