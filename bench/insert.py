@@ -9,15 +9,14 @@ in its own transaction, and again as duplicates (every row a conflict). Prints t
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 import zlib
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from payloads import build_batches
+from servers import django_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -30,29 +29,17 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    import psycopg
-
-    name = f"ctxview_insert_{os.getpid()}"
-    admin = psycopg.connect(args.database_url, autocommit=True)
-    admin.execute(f'CREATE DATABASE "{name}"')
-    os.environ["DATABASE_URL"] = urlunsplit(urlsplit(args.database_url)._replace(path=f"/{name}"))
-    os.environ.pop("CELERY_BROKER_URL", None)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "ctxview.settings"
-    try:
-        import django
-
-        django.setup()
-        from django.core.management import call_command
+    with django_in_process(args.database_url):
         from django.db import transaction
+        from django.utils import timezone
 
         from ingest import calls, otlp
         from ingest.bulk import insert_rows
         from ingest.models import Project, RawBatch, Resource, Span
 
-        call_command("migrate", verbosity=0)
         project = Project.objects.create(slug="bench", name="bench")
         resource = Resource.objects.create(project=project, hash="r", attributes={})
-        now = django.utils.timezone.now()
+        now = timezone.now()
 
         def rows_of(body: bytes) -> list[dict]:
             decoded = list(
@@ -101,11 +88,6 @@ def main() -> None:
                 f"({figures['new_ms'] / 512 * 1000:.0f} µs/span), "
                 f"{figures['duplicate_ms']:7.1f} ms all duplicates"
             )
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 if __name__ == "__main__":

@@ -14,15 +14,11 @@ import json
 import os
 import random
 import resource
-import sys
 import time
 import zlib
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from payloads import attribute, make_vocabulary, text
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from servers import django_in_process
 
 
 def build(spans: int, chars: int) -> bytes:
@@ -65,26 +61,10 @@ def main() -> None:
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
 
-    import psycopg
-
-    name = f"ctxview_memory_{os.getpid()}"
-    admin = psycopg.connect(args.database_url, autocommit=True)
-    admin.execute(f'CREATE DATABASE "{name}"')
-    os.environ["DATABASE_URL"] = urlunsplit(urlsplit(args.database_url)._replace(path=f"/{name}"))
-    os.environ.pop("CELERY_BROKER_URL", None)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "ctxview.settings"
-    try:
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-
-        from ctxview.celery import app
+    with django_in_process(args.database_url):
         from ingest import store, tokens
         from ingest.models import Call, Project, RawBatch
 
-        app.conf.task_always_eager = True
-        call_command("migrate", verbosity=0)
         body = build(args.spans, args.chars)
         project = Project.objects.create(slug="memory", name="memory")
         batch = RawBatch.objects.create(
@@ -115,11 +95,6 @@ def main() -> None:
             f"RSS {before / 1024:.0f} MiB before, peak {peak / 1024:.0f} MiB: "
             f"+{growth / 2**20:.0f} MiB = {growth / size:.1f}x the batch"
         )
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 if __name__ == "__main__":

@@ -25,9 +25,9 @@ import sys
 import time
 import zlib
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from payloads import build_batches
+from servers import django_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -42,26 +42,12 @@ def backend_cpu(pid: int) -> float:
 
 
 def run_variant(variant: str, batches: int, database_url: str) -> dict:
-    import psycopg
-
-    name = f"ctxview_pipeline_{os.getpid()}"
-    admin = psycopg.connect(database_url, autocommit=True)
-    admin.execute(f'CREATE DATABASE "{name}"')
-    os.environ["DATABASE_URL"] = urlunsplit(urlsplit(database_url)._replace(path=f"/{name}"))
-    os.environ.pop("CELERY_BROKER_URL", None)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "ctxview.settings"
-    try:
-        import django
-
-        django.setup()
-        from django.core.management import call_command
+    with django_in_process(database_url):
         from django.db import connection
 
-        from ctxview.celery import app
         from ingest import store, tokens
         from ingest.models import Call, Project, RawBatch, Run, Span
 
-        app.conf.task_always_eager = True
         if variant == "server-binding":
             connection.settings_dict["OPTIONS"]["server_side_binding"] = True
             connection.close()
@@ -76,7 +62,6 @@ def run_variant(variant: str, batches: int, database_url: str) -> dict:
         elif variant == "no-tiktoken":
             tokens.count = lambda text: len(text) // 4 if text else 0
 
-        call_command("migrate", verbosity=0)
         if variant == "no-gin":
             with connection.cursor() as cursor:
                 cursor.execute("DROP INDEX call_items_gin")
@@ -117,11 +102,6 @@ def run_variant(variant: str, batches: int, database_url: str) -> dict:
             "wall_ms_per_span": wall * 1000 / spans,
             "load": os.getloadavg()[0],
         }
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def main() -> None:

@@ -8,14 +8,14 @@ search filter (median of 5, in-process, through the real view) and prints the pl
 """
 
 import argparse
-import os
 import random
 import statistics
 import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+
+from servers import django_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -132,23 +132,10 @@ def main() -> None:
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
 
-    import psycopg
-
-    name = f"ctxview_search_{os.getpid()}"
-    admin = psycopg.connect(args.database_url, autocommit=True)
-    admin.execute(f'CREATE DATABASE "{name}"')
-    os.environ["DATABASE_URL"] = urlunsplit(urlsplit(args.database_url)._replace(path=f"/{name}"))
-    os.environ.pop("CELERY_BROKER_URL", None)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "ctxview.settings"
-    try:
-        import django
-
-        django.setup()
-        from django.core.management import call_command
+    with django_in_process(args.database_url):
         from django.db import connection
         from django.test import Client
 
-        call_command("migrate", verbosity=0)
         started = time.perf_counter()
         data = fill(args.runs, args.calls)
         with connection.cursor() as cursor:
@@ -176,11 +163,6 @@ def main() -> None:
                 times.append((time.perf_counter() - begin) * 1000)
                 assert response.status_code == 200, response.content
             print(f"{label:26}{statistics.median(times):>10.1f}{len(response.json()['runs']):>14}")
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 if __name__ == "__main__":

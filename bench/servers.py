@@ -253,6 +253,29 @@ def postgres_database(admin_url: str) -> Iterator[str]:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+@contextlib.contextmanager
+def django_in_process(admin_url: str) -> Iterator[None]:
+    """Django set up in this process on a throwaway PostgreSQL database, migrated, with Celery tasks run
+    in-process (no broker): for the benchmarks that time ctxview's own code without its servers."""
+    with postgres_database(admin_url) as url:
+        os.environ["DATABASE_URL"] = url
+        os.environ.pop("CELERY_BROKER_URL", None)
+        os.environ["DJANGO_SETTINGS_MODULE"] = "ctxview.settings"
+        if str(ROOT) not in sys.path:
+            sys.path.insert(0, str(ROOT))
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+        from django.db import connections
+
+        try:
+            call_command("migrate", verbosity=0)
+            yield
+        finally:
+            connections.close_all()  # else the database cannot be dropped
+
+
 def _sqlite_executor(path: Path) -> Callable[[str], list[tuple]]:
     connection = sqlite3.connect(path, timeout=30, check_same_thread=False)
 

@@ -9,13 +9,12 @@ indexes and TOAST included).
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from payloads import build_run
+from servers import django_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -37,27 +36,13 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
 
-    import psycopg
-
-    name = f"ctxview_storage_{os.getpid()}"
-    admin = psycopg.connect(args.database_url, autocommit=True)
-    admin.execute(f'CREATE DATABASE "{name}"')
-    parts = urlsplit(args.database_url)
-    os.environ["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{name}"))
-    os.environ.pop("CELERY_BROKER_URL", None)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "ctxview.settings"
-    try:
-        import django
-
-        django.setup()
-        from django.core.management import call_command
+    with django_in_process(args.database_url):
         from django.db import connection
         from django.test import Client
 
         from ingest.keys import create_key
         from ingest.models import Call, Project, RawBatch
 
-        call_command("migrate", verbosity=0)
         key = create_key(Project.objects.create(slug="bench", name="bench"))
         requests = build_run(args.calls)
         client = Client(HTTP_HOST="localhost")
@@ -91,11 +76,6 @@ def main() -> None:
             print(f"{label:24}{size:>14,}{size // args.calls:>12,}")
         print(f"{'stored (without raw)':24}{stored:>14,}{stored // args.calls:>12,}")
         print(f"stored / raw = {stored / raw:.3f}")
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 if __name__ == "__main__":
