@@ -156,7 +156,7 @@ def config_for(project) -> AnalysisConfig:
 
 
 # The run's fields that the analysis writes (ingest writes the others).
-RUN_FIELDS = ["analysed_seq", "analysis_state", "accounting"]
+ANALYSIS_FIELDS = ["analysed_seq", "analysis_state", "accounting"]
 
 
 def _analyse_from(run: Run, after: int, state: dict) -> int:
@@ -175,7 +175,7 @@ def _analyse_from(run: Run, after: int, state: dict) -> int:
         analysed += len(chunk)
         previous, after = chunk[-1], chunk[-1].seq
     _finish(run, after, state, config)
-    run.save(update_fields=RUN_FIELDS)
+    run.save(update_fields=ANALYSIS_FIELDS)
     return analysed
 
 
@@ -183,14 +183,14 @@ def analyse_appended(run: Run, calls: list[Call], texts: dict[str, str]) -> bool
     """Analyse calls that a batch appends to a run, before they are stored; False if it cannot.
 
     The caller holds the run's lock, has numbered ``calls`` (in order, right after the run's last
-    call) and stores them with the ``analysis`` set here, then saves the run's ``RUN_FIELDS``.
+    call) and stores them with the ``analysis`` set here, then saves the run's ``ANALYSIS_FIELDS``.
     ``texts``: content this batch stored (what the database now holds for those hashes), so they
     are not read back. It cannot when the run's analysis lags behind or its state is from another
     version of the analyses: then nothing is changed and ``analyse_run`` catches the run up."""
     after = calls[0].seq - 1
     if run.analysed_seq != after or (after and run.analysis_state is None):
         return False
-    state = unpack(run.analysis_state) if after else new_state()
+    _, state = _start(run)
     if state.get("schema") != STATE_SCHEMA:
         return False
     config = config_for(run.project)

@@ -16,8 +16,7 @@ from django.db import connection
 from django.db.models import Q
 
 from ingest import normalise, tokens
-from ingest.analyse import RUN_FIELDS as ANALYSIS_FIELDS
-from ingest.analyse import analyse_appended, invalidate
+from ingest.analyse import ANALYSIS_FIELDS, analyse_appended, invalidate
 from ingest.bulk import insert_rows
 from ingest.models import Call, Content, LogRecord, Operation, Run
 from ingest.normalise import CallRecord, Event
