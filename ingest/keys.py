@@ -25,14 +25,22 @@ def create_key(project: Project, name: str = "", user=None) -> str:
     return key
 
 
-def project_for_key(key: str) -> Project | None:
-    """The project an active key belongs to, or None for a malformed, unknown or revoked key."""
+def key_id(key: str) -> str | None:
+    """The public key id of a well-formed key, or None."""
     parts = key.split("_", 2)
     if len(parts) != 3 or parts[0] != PREFIX or not parts[1]:
         return None
+    return parts[1]
+
+
+def project_for_key(key: str) -> Project | None:
+    """The project an active key belongs to, or None for a malformed, unknown or revoked key."""
+    public_id = key_id(key)
+    if public_id is None:
+        return None
     row = (
         IngestKey.objects.select_related("project")
-        .filter(key_id=parts[1], revoked_at__isnull=True)
+        .filter(key_id=public_id, revoked_at__isnull=True)
         .only("key_hash", "project")
         .first()
     )

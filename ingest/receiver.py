@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from ingest import otlp, ratelimit
-from ingest.keys import key_from_request, project_for_key
+from ingest.keys import key_from_request, key_id, project_for_key
 from ingest.models import RawBatch
 from ingest.redact import mask_request
 from ingest.tasks import enqueue_batch
@@ -57,7 +57,7 @@ def _receive(request: HttpRequest, signal: str) -> HttpResponse:
         return _unavailable("ctxview cannot reach its database right now; retry later", reply_fmt)
     if project is None:
         return _status(401, "invalid or revoked ingest key", reply_fmt)
-    if not ratelimit.allow(key.split("_", 2)[1]):
+    if not ratelimit.allow(key_id(key)):
         return _unavailable("too many requests for this ingest key; retry later", reply_fmt, retry_after=1)
     try:
         fmt = otlp.body_format(request.headers.get("Content-Type", ""))
