@@ -3,6 +3,7 @@
 from django.db.models import Count, Max
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.views.decorators.gzip import gzip_page
 from django_htmx.http import HttpResponseStopPolling, trigger_client_event
@@ -27,7 +28,11 @@ from ingest.models import Run
 POLL_SECONDS = 3
 
 
-def _run_context(run: Run) -> dict:
+def _status(run: Run) -> str:
+    return overview.status(run.call_count, run.analysed_seq, run.updated_at, timezone.now())
+
+
+def _run_context(run: Run, state: str) -> dict:
     peak = run.calls.aggregate(peak=Max("prompt_total"))["peak"]
     last = run.calls.filter(seq__isnull=False).order_by("-seq").values_list("budget", flat=True).first()
     limit = (last or {}).get("limit")
@@ -35,7 +40,6 @@ def _run_context(run: Run) -> dict:
         run.findings.values_list("severity").annotate(n=Count("id")).values_list("severity", "n")
     )
     findings = {name: severities.get(name, 0) for name in ("error", "warning", "info")}
-    state = overview.status(run.call_count, run.analysed_seq, run.updated_at, timezone.now())
     fields = {
         "call_count": run.call_count,
         "turn_count": run.turn_count,
@@ -57,7 +61,7 @@ def _run_context(run: Run) -> dict:
 @ui_view
 def run(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
-    context = {**_run_context(run), "review": load.review_summary(run)}
+    context = {**_run_context(run, _status(run)), "review": load.review_summary(run)}
     return render_page(request, "ctxview/run.html", context, regions=("page", "kpis", "review-marks"))
 
 
@@ -71,21 +75,15 @@ def run_live(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
     seen_calls = int_param(request.GET, "calls", 0, 0, 2**31)
     seen_analysed = int_param(request.GET, "analysed", 0, 0, 2**31)
-    context = _run_context(run)
+    state = _status(run)
     changed = (seen_calls, seen_analysed) != (run.call_count, run.analysed_seq)
-    if not changed and context["status"] != "idle":
-        return HttpResponse(status=204)
-    response = render(request, "ctxview/run.html#kpis", context)
+    if not changed and state != "idle":
+        return HttpResponse(status=204)  # before the strip's queries: most polls end here
+    content = render_to_string("ctxview/run.html#kpis", _run_context(run, state), request)
+    # The last strip, without the poller; 286 tells htmx to stop polling.
+    response = HttpResponseStopPolling(content) if state == "idle" else HttpResponse(content)
     if changed:
         trigger_client_event(response, "run-updated")
-    if context["status"] == "idle":
-        # The last strip, without the poller; 286 tells htmx to stop polling.
-        stop = HttpResponseStopPolling()
-        stop.content = response.content
-        for header in ("HX-Trigger", "Content-Type"):
-            if header in response:
-                stop[header] = response[header]
-        return stop
     return response
 
 

@@ -300,6 +300,16 @@ def test_a_live_run_polls_and_refreshes_when_calls_arrive(viewer_client, inspect
     assert b'hx-trigger="every 3s"' in grew.content and b"<html" not in grew.content
 
 
+def test_an_unchanged_poll_answers_without_reading_the_strips_figures(viewer_client, inspect):
+    run = inspect.timeout
+    Run.objects.filter(id=run.id).update(updated_at=timezone.now() - timedelta(seconds=10))
+    with CaptureQueriesContext(connection) as queries:
+        unchanged = viewer_client.get(f"/runs/{run.id}/live?calls=24&analysed=24", **HTMX)
+    assert unchanged.status_code == 204
+    read = " ".join(query["sql"] for query in queries.captured_queries)
+    assert f'"{Call._meta.db_table}"' not in read and "finding" not in read
+
+
 def test_a_run_still_being_analysed_keeps_polling(viewer_client, inspect):
     run = inspect.migration
     Run.objects.filter(id=run.id).update(analysed_seq=70, updated_at=timezone.now() - timedelta(hours=1))
