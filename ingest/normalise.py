@@ -356,9 +356,12 @@ def _content_attributes(attributes: dict, events: list[Event]) -> dict:
     return merged
 
 
-def input_messages(attributes: dict, events: list[Event]) -> tuple[list[dict] | None, list[str]]:
-    """The input messages and the attribute keys they were read from (None: content not captured)."""
-    content = _content_attributes(attributes, events)
+def input_messages(
+    attributes: dict, content: dict, events: list[Event]
+) -> tuple[list[dict] | None, list[str]]:
+    """The input messages and the attribute keys they were read from (None: content not captured).
+
+    ``content`` is ``_content_attributes(attributes, events)``, worked out once per call."""
     if semconv.INPUT_MESSAGES in content:
         messages = _otel_messages(content[semconv.INPUT_MESSAGES])
         if messages is not None:
@@ -375,8 +378,9 @@ def input_messages(attributes: dict, events: list[Event]) -> tuple[list[dict] | 
     return messages, []
 
 
-def output_messages(attributes: dict, events: list[Event]) -> tuple[list[dict] | None, list[str]]:
-    content = _content_attributes(attributes, events)
+def output_messages(
+    attributes: dict, content: dict, events: list[Event]
+) -> tuple[list[dict] | None, list[str]]:
     if semconv.OUTPUT_MESSAGES in content:
         messages = _otel_messages(content[semconv.OUTPUT_MESSAGES])
         if messages is not None:
@@ -391,8 +395,7 @@ def output_messages(attributes: dict, events: list[Event]) -> tuple[list[dict] |
     return messages, []
 
 
-def system_parts(attributes: dict, events: list[Event]) -> tuple[list[dict] | None, list[str]]:
-    content = _content_attributes(attributes, events)
+def system_parts(content: dict) -> tuple[list[dict] | None, list[str]]:
     value = _json(content.get(semconv.SYSTEM_INSTRUCTIONS))
     if value is None or value == "":
         return None, []
@@ -403,9 +406,8 @@ def system_parts(attributes: dict, events: list[Event]) -> tuple[list[dict] | No
     return [_block_part(part) for part in value], [semconv.SYSTEM_INSTRUCTIONS]
 
 
-def tool_definitions(attributes: dict, events: list[Event]) -> tuple[list[dict] | None, list[str]]:
+def tool_definitions(attributes: dict, content: dict) -> tuple[list[dict] | None, list[str]]:
     """Tool definitions in whatever shape the family sends them (OTel, OpenAI, Anthropic, flattened)."""
-    content = _content_attributes(attributes, events)
     value = _json(content.get(semconv.TOOL_DEFINITIONS))
     if isinstance(value, list):
         return [_json(tool) for tool in value if isinstance(_json(tool), dict)], [semconv.TOOL_DEFINITIONS]
@@ -594,10 +596,12 @@ def call_record(
     usage = normalise_usage(attributes, provider, span.get("scope_name", ""), span.get("scope_version", ""))
     notes = list(usage.notes)
 
-    tools, tool_keys = tool_definitions(attributes, events)
-    system, system_keys = system_parts(attributes, events)
-    inputs, input_keys = input_messages(attributes, events)
-    outputs, output_keys = output_messages(attributes, events)
+    # Details events may carry the whole conversation as one JSON body: parse it once, not per reader.
+    content = _content_attributes(attributes, events)
+    tools, tool_keys = tool_definitions(attributes, content)
+    system, system_keys = system_parts(content)
+    inputs, input_keys = input_messages(attributes, content, events)
+    outputs, output_keys = output_messages(attributes, content, events)
     content_captured = inputs is not None or system is not None
     # Only what the span itself carried is moved out of it; content from events stays where it was.
     moved = [
