@@ -18,7 +18,6 @@ from django.views.decorators.http import require_GET
 from ctxview import analysis
 from ctxview.access import NotAuthenticated, api_projects
 from ctxview.search import ITEM_FILTERS, runs_with_item
-from ingest.items import expand
 from ingest.models import Call, Content, Finding, Project, Run, Span
 
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -339,14 +338,14 @@ def item_lifecycle(
     run = _get_run(projects, run_id)
     if run is None:
         return error("no such run", 404)
+    # Stored items (defaults left out) are what item_lifecycle reads, as on the item page: expanding
+    # every item of a long run first would only cost time.
     calls = (
         run.calls.filter(seq__isnull=False)
         .order_by("seq")
         .values_list("seq", "items", "excluded", "manifest_source")
     )
-    lifecycle = analysis.item_lifecycle(
-        item_id, [(seq, expand(items), excluded, source) for seq, items, excluded, source in calls]
-    )
+    lifecycle = analysis.item_lifecycle(item_id, calls)
     if lifecycle["first_seq"] is None and not lifecycle["excluded"]:
         return error("no such item in this run", 404)
     return JsonResponse(lifecycle)
