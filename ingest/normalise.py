@@ -410,7 +410,7 @@ def tool_definitions(attributes: dict, content: dict) -> tuple[list[dict] | None
     """Tool definitions in whatever shape the family sends them (OTel, OpenAI, Anthropic, flattened)."""
     value = _json(content.get(semconv.TOOL_DEFINITIONS))
     if isinstance(value, list):
-        return [_json(tool) for tool in value if isinstance(_json(tool), dict)], [semconv.TOOL_DEFINITIONS]
+        return [tool for entry in value if isinstance(tool := _json(entry), dict)], [semconv.TOOL_DEFINITIONS]
     tools = [
         schema
         for entry in _indexed(nest(attributes, semconv.OPENINFERENCE_TOOLS))
