@@ -86,12 +86,13 @@ def _count(value: Any) -> int | None:
     return None
 
 
-def _first(attributes: dict, keys: tuple[str, ...]) -> tuple[int | None, str | None]:
+def _first(attributes: dict, keys: tuple[str, ...]) -> int | None:
+    """The figure of the first key that holds a count."""
     for key in keys:
         number = _count(attributes.get(key))
         if number is not None:
-            return number, key
-    return None, None
+            return number
+    return None
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -132,11 +133,11 @@ def normalise_usage(
         if key.startswith(semconv.USAGE_PREFIXES) and not isinstance(value, (dict, list))
     }
     notes: list[str] = []
-    reported_input, _ = _first(attributes, semconv.INPUT_TOKENS)
-    cache_read, _ = _first(attributes, semconv.CACHE_READ_TOKENS)
-    cache_write, _ = _first(attributes, semconv.CACHE_WRITE_TOKENS)
-    output, _ = _first(attributes, semconv.OUTPUT_TOKENS)
-    reasoning, _ = _first(attributes, semconv.REASONING_TOKENS)
+    reported_input = _first(attributes, semconv.INPUT_TOKENS)
+    cache_read = _first(attributes, semconv.CACHE_READ_TOKENS)
+    cache_write = _first(attributes, semconv.CACHE_WRITE_TOKENS)
+    output = _first(attributes, semconv.OUTPUT_TOKENS)
+    reasoning = _first(attributes, semconv.REASONING_TOKENS)
 
     logfire = _logfire_raw(attributes)
     if logfire and cache_read is None:
