@@ -17,8 +17,10 @@ PREVIEW_CHARS = 160
 CONTENT_SHOWN = 65_536
 
 
-def _invalidation(call: Call, cache: dict) -> dict | None:
-    """The invalidating item against the same position of the call whose cache was broken, with a diff."""
+def _invalidation(call: Call, items: list[dict], cache: dict) -> dict | None:
+    """The invalidating item against the same position of the call whose cache was broken, with a diff.
+
+    ``items`` are the call's own, expanded (``call.full_items()``)."""
     if not cache.get("broke"):
         return None
     detail = cache.get("detail") or {}
@@ -41,9 +43,9 @@ def _invalidation(call: Call, cache: dict) -> dict | None:
     if reference is None or position is None:
         return result
     result["reference"] = {"id": reference.id, "seq": reference.seq, "url": load.call_url(reference.id)}
-    old_items, new_items = expand(reference.items), call.full_items()
+    old_items = expand(reference.items)
     old = old_items[position] if position < len(old_items) else None
-    new = new_items[position] if position < len(new_items) else None
+    new = items[position] if position < len(items) else None
     result["old"], result["new"] = old, new
     texts = load.contents(call.project_id, [entry["hash"] for entry in (old, new) if entry])
     if old and new and old["hash"] in texts and new["hash"] in texts:
@@ -72,7 +74,8 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
         {**finding.to_dict(), "help": help.finding_help(finding.type)}
         for finding in run.findings.filter(call_seq=call.seq).order_by("id")
     ]
-    table = shapes.item_rows(call.full_items(), cache, findings)
+    items = call.full_items()
+    table = shapes.item_rows(items, cache, findings)
     shown = table["rows"] if show_all else table["rows"][:ITEMS_SHOWN]
     previews = _previews(call, [row["hash"] for row in shown])
     for row in shown:
@@ -95,7 +98,7 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
         "rows": shown,
         "hidden_rows": len(table["rows"]) - len(shown),
         "strip": shapes.prefix_strip(table["rows"], cache),
-        "invalidation": _invalidation(call, cache),
+        "invalidation": _invalidation(call, items, cache),
         "excluded": excluded,
         "excluded_reasons": sorted(reasons.items(), key=lambda pair: -pair[1]),
         "conflicts": [
