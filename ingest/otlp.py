@@ -27,6 +27,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from ingest import semconv
+
 TRACES = "traces"
 LOGS = "logs"
 PROTOBUF = "protobuf"
@@ -472,7 +474,7 @@ def log_records(message: ExportLogsServiceRequest) -> Iterator[tuple[dict, dict]
             for record in scope_logs.log_records:
                 record_attributes = attributes(record.attributes)
                 # Older SDKs put the event name in an attribute instead of the event_name field.
-                event_name = record.event_name or record_attributes.get("event.name") or ""
+                event_name = record.event_name or record_attributes.get(semconv.EVENT_NAME_ATTRIBUTE) or ""
                 yield (
                     resource,
                     {
