@@ -44,9 +44,9 @@ def delete_runs(project_id: int, run_ids: list[int]) -> dict[str, int]:
         hashes: set[str] = set()
         traces: set[str] = set()
         for trace_id, items in calls.values_list("trace_id", "items").iterator():
+            counts["calls"] += 1
             traces.add(trace_id)
             hashes.update(item["hash"] for item in items)
-        counts["calls"] = calls.count()
         Run.objects.filter(project_id=project_id, id__in=run_ids).delete()
         counts["runs"] = len(run_ids)
         shared = set(
