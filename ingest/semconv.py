@@ -67,7 +67,6 @@ REASONING_TOKENS = (
     "llm.token_count.completion_details.reasoning",
     "gen_ai.usage.details.reasoning_tokens",  # pydantic-ai puts OpenAI's reasoning figure only here
 )
-TOTAL_TOKENS = ("gen_ai.usage.total_tokens", "llm.usage.total_tokens", "llm.token_count.total")
 LOGFIRE_RAW_USAGE = "gen_ai.usage.raw"
 USAGE_PREFIXES = ("gen_ai.usage.", "llm.token_count.", "llm.usage.")
 
