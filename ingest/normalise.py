@@ -687,11 +687,8 @@ def without_content(attributes: dict, moved_keys: Iterable[str]) -> dict:
 
 
 # Everything else that carries prompt or tool content, for hash-only projects.
+# (TOOL_CALL_ARGUMENTS and TOOL_CALL_RESULT include input.value, output.value and traceloop.entity.*.)
 OTHER_CONTENT_KEYS = (
-    "input.value",
-    "output.value",
-    "traceloop.entity.input",
-    "traceloop.entity.output",
     "pydantic_ai.all_messages",
     semconv.LEGACY_PROMPT,
     semconv.LEGACY_COMPLETION,
@@ -699,6 +696,8 @@ OTHER_CONTENT_KEYS = (
     *semconv.TOOL_CALL_RESULT,
 )
 OTHER_CONTENT_PREFIXES = ("llm.prompts.", "llm.choices.")
+_ALL_CONTENT_KEYS = frozenset(CONTENT_KEYS + OTHER_CONTENT_KEYS)
+_ALL_CONTENT_PREFIXES = CONTENT_PREFIXES + OTHER_CONTENT_PREFIXES
 CONTENT_EVENTS = frozenset(
     {
         semconv.EVENT_CONTENT_PROMPT,
@@ -712,12 +711,10 @@ CONTENT_EVENTS = frozenset(
 
 def without_any_content(row: dict) -> dict:
     """A span row with every known content attribute and content event emptied (hash-only projects)."""
-    keys = set(CONTENT_KEYS) | set(OTHER_CONTENT_KEYS)
-    prefixes = CONTENT_PREFIXES + OTHER_CONTENT_PREFIXES
     attributes = {
         key: value
         for key, value in row["attributes"].items()
-        if key not in keys and not key.startswith(prefixes)
+        if key not in _ALL_CONTENT_KEYS and not key.startswith(_ALL_CONTENT_PREFIXES)
     }
     if len(attributes) != len(row["attributes"]):
         attributes["ctxview.content_dropped"] = True
