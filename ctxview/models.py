@@ -36,7 +36,11 @@ class Note(models.Model):
             "body": self.body,
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),
-            "revisions": [revision.to_dict() for revision in self.revisions.order_by("edited_at")],
+            # Sorted here, not by the database: a list of notes prefetches their revisions.
+            "revisions": [
+                revision.to_dict()
+                for revision in sorted(self.revisions.all(), key=lambda revision: revision.edited_at)
+            ],
         }
 
 

@@ -7,11 +7,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ctxview.demo import timeout
-from ctxview.models import Bookmark, Label, Note
+from ctxview.models import Bookmark, Label, Note, NoteRevision
 from ctxview_sdk import configure, flush, shutdown
 from ingest.models import Call, Content, Finding, Membership, Run
 from tests import factories
@@ -139,6 +141,31 @@ def test_notes_keep_their_edit_history(client, run, people):
     Membership.objects.create(project=run.project, user=other, role="editor")
     assert as_user(client, other).delete(f"/api/v1/notes/{created['id']}").status_code == 403
     assert as_user(client, people["admin"]).delete(f"/api/v1/notes/{created['id']}").status_code == 204
+
+
+def test_listing_notes_takes_the_same_queries_however_many_notes(client, run, people):
+    def add_note(body: str) -> None:
+        note = Note.objects.create(project=run.project, run=run, author=people["editor"], body=body)
+        NoteRevision.objects.create(note=note, body=f"{body} (before)", editor=people["admin"])
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(f"/api/v1/runs/{run.id}/notes").status_code == 200
+        return len(captured)
+
+    as_user(client, people["viewer"])
+    add_note("one")
+    one = queries()
+    for number in range(4):
+        add_note(f"more {number}")
+    assert queries() == one
+    assert client.get(f"/api/v1/runs/{run.id}/notes").json()["notes"][-1]["revisions"] == [
+        {
+            "body": "more 3 (before)",
+            "editor": "alice",
+            "edited_at": NoteRevision.objects.last().edited_at.isoformat(),
+        }
+    ]
 
 
 @pytest.mark.parametrize(
