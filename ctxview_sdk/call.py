@@ -75,8 +75,7 @@ class Call:
         self.tool_calls: list[dict[str, Any]] = []
         self.dropped_items = 0
         self.ended = False
-        self._ids: set[str] = set()
-        self._excluded_ids: set[str] = set()
+        self._ids: set[str] = set()  # included and excluded alike: one id names one candidate
         self._explicit_start = start_time is not None
         self.start_time = _to_ns(start_time, "start_time") if start_time is not None else time.time_ns()
         self._started = time.monotonic_ns()
@@ -105,7 +104,7 @@ class Call:
         cache_breakpoint: bool = False,
     ) -> Item | None:
         """Add an included item, in render order; content is hashed always and sent only if configured."""
-        if id in self._ids or id in self._excluded_ids:
+        if id in self._ids:
             raise ValueError(f"item id {id!r} is already in this call")
         try:
             rendered = None if content is None else render(content)
@@ -163,7 +162,7 @@ class Call:
         version: str | None = None,
     ) -> Excluded | None:
         """Record a candidate the context builder left out, and why (superseded, budget, ...)."""
-        if id in self._ids or id in self._excluded_ids:
+        if id in self._ids:
             raise ValueError(f"excluded id {id!r} is already in this call")
         entry = Excluded(
             id=id,
@@ -179,7 +178,7 @@ class Call:
         if len(self.manifest.excluded) >= MAX_EXCLUDED:
             logger.warning("ctxview_sdk: too many excluded items; %r dropped", id)
             return None
-        self._excluded_ids.add(id)
+        self._ids.add(id)
         self.manifest.excluded.append(entry)
         return entry
 
@@ -355,7 +354,7 @@ class Call:
     def _unique(self, base: str) -> str:
         """``base``, or ``base#2``, ``base#3``... when it is already taken in this call."""
         candidate, number = base, 1
-        while candidate in self._ids or candidate in self._excluded_ids:
+        while candidate in self._ids:
             number += 1
             candidate = f"{base}#{number}"
         return candidate
