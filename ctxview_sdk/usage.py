@@ -20,6 +20,11 @@ ANTHROPIC = "anthropic"
 OPENAI_CHAT = "openai_chat"
 OPENAI_RESPONSES = "openai_responses"
 
+_OPENAI_KEYS = {
+    OPENAI_CHAT: ("prompt_tokens", "completion_tokens"),
+    OPENAI_RESPONSES: ("input_tokens", "output_tokens"),
+}
+
 
 def usage_attributes(usage: Any, provider: str | None = None) -> dict[str, int]:
     """Map an Anthropic or OpenAI (Chat or Responses) usage object or dict to GenAI usage attributes."""
@@ -28,22 +33,14 @@ def usage_attributes(usage: Any, provider: str | None = None) -> dict[str, int]:
         logger.warning("ctxview_sdk: ignoring usage of type %s", type(usage).__name__)
         return {}
     shape = usage_shape(data, provider)
-    if shape == OPENAI_CHAT:
-        total_in, cache_read = (
-            _count(data, "prompt_tokens"),
-            _count(data, "prompt_tokens_details", "cached_tokens"),
-        )
-        cache_write = _count(data, "prompt_tokens_details", "cache_write_tokens")
-        output = _count(data, "completion_tokens")
-        reasoning = _count(data, "completion_tokens_details", "reasoning_tokens")
-    elif shape == OPENAI_RESPONSES:
-        total_in, cache_read = (
-            _count(data, "input_tokens"),
-            _count(data, "input_tokens_details", "cached_tokens"),
-        )
-        cache_write = _count(data, "input_tokens_details", "cache_write_tokens")
-        output = _count(data, "output_tokens")
-        reasoning = _count(data, "output_tokens_details", "reasoning_tokens")
+    if shape in _OPENAI_KEYS:
+        # The two OpenAI APIs differ only in names: Chat's prompt/completion, Responses' input/output.
+        input_key, output_key = _OPENAI_KEYS[shape]
+        total_in = _count(data, input_key)
+        cache_read = _count(data, f"{input_key}_details", "cached_tokens")
+        cache_write = _count(data, f"{input_key}_details", "cache_write_tokens")
+        output = _count(data, output_key)
+        reasoning = _count(data, f"{output_key}_details", "reasoning_tokens")
     else:
         uncached = _count(data, "input_tokens")
         cache_read = _count(data, "cache_read_input_tokens")
