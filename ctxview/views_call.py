@@ -26,7 +26,7 @@ def _invalidation(call: Call, items: list[dict], cache: dict) -> dict | None:
     detail = cache.get("detail") or {}
     result = {
         "cause": cache.get("cause"),
-        "cause_help": help.CAUSES.get(cache.get("cause") or "", ""),
+        "cause_help": help.cause_help(cache.get("cause")),
         "detail": detail,
         "reference_seq": cache.get("reference_seq"),
         "reference": None,

@@ -44,7 +44,7 @@ def cache_series(rows: Sequence[Mapping[str, Any]]) -> dict:
                 "turn": row["turn"],
                 "url": row["url"],
                 "cause": cache.get("cause"),
-                "cause_help": help.CAUSES.get(cache.get("cause") or "", ""),
+                "cause_help": help.cause_help(cache.get("cause")),
                 "invalidator": cache.get("invalidator_item_id"),
                 "tokens_rewritten": cache.get("tokens_rewritten") or 0,
                 "cost_usd": cache.get("cost_usd"),

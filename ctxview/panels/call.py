@@ -148,7 +148,7 @@ def prefix_strip(rows: Sequence[Mapping[str, Any]], cache: Mapping[str, Any] | N
         "cells": cells,
         "boundary_x": round(boundary_x, 2),
         "cause": cache.get("cause"),
-        "cause_help": help.CAUSES.get(cache.get("cause") or "", ""),
+        "cause_help": help.cause_help(cache.get("cause")),
     }
 
 

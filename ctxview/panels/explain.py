@@ -237,7 +237,7 @@ def explain(
                 "expected_read": cache.get("expected_read"),
                 "broke": bool(cache.get("broke")),
                 "cause": cache.get("cause"),
-                "cause_help": help.CAUSES.get(cache.get("cause") or "", ""),
+                "cause_help": help.cause_help(cache.get("cause")),
                 "invalidator": cache.get("invalidator_item_id"),
                 "cost_usd": cache.get("cost_usd"),
             }

@@ -93,6 +93,12 @@ def finding_help(finding_type: str) -> str:
     return FINDINGS.get(finding_type, "A finding of a type this version of ctxview does not describe.")
 
 
+def cause_help(cause: str | None) -> str:
+    """Why a cache break happened, in a few words; an empty string for no cause or one this version does
+    not know."""
+    return CAUSES.get(cause or "", "")
+
+
 def reason_help(reason: str | None) -> str:
     """The meaning of an exclusion reason, or an empty string for the sender's own words."""
     return REASONS.get(reason or "", "")

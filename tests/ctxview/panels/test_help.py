@@ -31,6 +31,8 @@ def test_an_unknown_type_or_reason_gets_a_neutral_answer():
     assert help.reason_help("my own words") == ""
     assert help.reason_help(None) == ""
     assert "sliding window" in help.reason_help("sliding_window")
+    assert help.cause_help(None) == "" and help.cause_help("new_cause") == ""
+    assert help.cause_help("key_order").startswith("the same JSON")
 
 
 def test_plot_links_and_axes_are_compact_for_long_runs():
