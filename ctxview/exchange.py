@@ -54,6 +54,7 @@ CALL_FIELDS = (
     "finish_reasons",
 )
 RUN_FIELDS = ("key", "key_source", "service_name", "agent_name")
+NOTE_FIELDS = ("call_seq", "item_id", "author", "body", "created_at", "updated_at", "revisions")
 USAGE_FIELDS = Run.USAGE_FIELDS
 
 
@@ -73,7 +74,7 @@ def export_run(run: Run) -> dict:
         for row in Content.objects.filter(project_id=run.project_id, hash__in=hashes):
             contents[row.hash] = {"text": row.text, "truncated": row.truncated}
     seq_of = {call.id: call.seq for call in calls}
-    notes = run.review_notes.select_related("author").prefetch_related("revisions__editor")
+    notes = run.review_notes.select_related("author", "call").prefetch_related("revisions__editor")
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -87,24 +88,18 @@ def export_run(run: Run) -> dict:
         "contents": contents,
         "findings": [finding.to_dict() for finding in run.findings.order_by("call_seq", "id")],
         "accounting": run.accounting,
-        "notes": [
-            {
-                "call_seq": seq_of.get(note.call_id),
-                "item_id": note.item_id or None,
-                "author": note.author.username if note.author_id else None,
-                "body": note.body,
-                "created_at": note.created_at.isoformat(),
-                "updated_at": note.updated_at.isoformat(),
-                "revisions": [revision.to_dict() for revision in note.revisions.all()],
-            }
-            for note in notes
-        ],
+        "notes": [_exported_note(note.to_dict()) for note in notes],
         "labels": [label.to_dict() for label in run.labels.order_by("name")],
         "bookmarks": sorted(
             seq_of[call_id]
             for call_id in Bookmark.objects.filter(call__run=run).values_list("call_id", flat=True)
         ),
     }
+
+
+def _exported_note(note: dict) -> dict:
+    """A note as the API serves it, less its ids in this database (a note refers to its call by seq)."""
+    return {name: note[name] for name in NOTE_FIELDS}
 
 
 def _require(condition: bool, message: str) -> None:
