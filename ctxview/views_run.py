@@ -115,8 +115,7 @@ def explain_turn(request: HttpRequest, run_id: int) -> HttpResponse:
     previous = run.calls.filter(seq__isnull=False, turn__lt=turn).order_by("-seq").first()
     first = run.calls.filter(seq__isnull=False).order_by("seq").first()
     turn_rows = load.series(run, turn=turn)
-    seqs = [row["seq"] for row in turn_rows]
-    findings = [f for f in load.findings(run) if f["call_seq"] in seqs]
+    findings = load.findings(run, call_seq__in=[row["seq"] for row in turn_rows])
     result = explain.explain(
         load.call_dict(current),
         load.call_dict(previous) if previous else None,
@@ -220,7 +219,7 @@ def item_page(request: HttpRequest, run_id: int) -> HttpResponse:
                 hashes.append(entry["hash"])
     texts = load.contents(run.project_id, hashes[:20])
     versions = [{"hash": value, "text": texts.get(value)} for value in hashes[:20]]
-    findings = [f for f in load.findings(run) if f["item_id"] == item_id]
+    findings = load.findings(run, item_id=item_id)
     context = {
         "run": run,
         "project": run.project,

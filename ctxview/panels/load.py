@@ -81,11 +81,12 @@ def manifests(run: Run, up_to_seq: int | None = None) -> Iterable[tuple[int, int
     )
 
 
-def findings(run: Run) -> list[dict]:
-    """The run's findings as dicts (call-level in call order, run-level last), with the call's url."""
+def findings(run: Run, **filters) -> list[dict]:
+    """The run's findings as dicts (call-level in call order, run-level last), with the call's url;
+    ``filters`` (``item_id=...``, ``call_seq__in=...``) keep some of them, in SQL."""
     ids = dict(run.calls.filter(seq__isnull=False).values_list("seq", "id"))
     rows = []
-    for finding in run.findings.order_by("call_seq", "id"):
+    for finding in run.findings.filter(**filters).order_by("call_seq", "id"):
         row = finding.to_dict()
         row["url"] = call_url(ids[finding.call_seq]) if finding.call_seq in ids else None
         rows.append(row)

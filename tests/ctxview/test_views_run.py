@@ -10,6 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from ctxview.models import Bookmark, Label, Note
+from ctxview.panels import load
 from ingest.models import Call, Run
 from tests.ctxview import ui_fixtures
 
@@ -450,16 +451,18 @@ def test_the_item_page_tells_the_facts_life(viewer_client, inspect):
     assert result["left"][0]["reason"] == "sliding_window" and result["left"][0]["turn"] == 31
     assert [trace["name"] for trace in figure(response, "fig-item")["data"]] == ["verbatim", "excluded"]
     assert b"Confirmed: the affected shard is pay-shard-7" in response.content
+    shown = [{k: v for k, v in f.items() if k != "help"} for f in response.context["findings"]]
+    assert shown and shown == [f for f in load.findings(run) if f["item_id"] == "fact:affected-shard"]
 
 
-def test_the_item_page_rejects_a_missing_id_and_unknown_items(viewer_client, stranger_client, inspect):
-    url = f"/runs/{inspect.incident.id}/item"
-    assert viewer_client.get(url).status_code == 400
-    assert b"id (the item&#x27;s id) is required" in viewer_client.get(url).content
-    assert viewer_client.get(f"{url}?id=nope").status_code == 404
-    assert stranger_client.get(f"{url}?id=fact:affected-shard").status_code == 404
-    page = viewer_client.get(f"{url}?id=rule:ticket-owner", **HTMX, HTTP_HX_TARGET="page")
-    assert page.status_code == 200 and b"<html" not in page.content
+def test_explain_lists_the_findings_of_the_turns_calls_only(viewer_client, inspect):
+    run = inspect.incident
+    turn = run.calls.get(seq=next(f["call_seq"] for f in load.findings(run) if f["call_seq"])).turn
+    response = viewer_client.get(f"/runs/{run.id}/explain?turn={turn}")
+    seqs = [row["seq"] for row in response.context["result"]["cache"]]
+    expected = [f for f in load.findings(run) if f["call_seq"] in seqs]
+    shown = [{k: v for k, v in f.items() if k != "help"} for f in response.context["result"]["findings"]]
+    assert expected and sorted(map(repr, shown)) == sorted(map(repr, expected))
 
 
 # --- Trace data is text, everywhere --------------------------------------------------------------
