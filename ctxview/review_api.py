@@ -18,6 +18,7 @@ from django.views.decorators.http import require_http_methods
 
 from ctxview import exchange
 from ctxview.access import NotAuthenticated, api_projects, has_role
+from ctxview.analysis import prices
 from ctxview.api import error, run_detail
 from ctxview.models import Bookmark, Label, Note, NoteRevision
 from ingest.analyse import config_for, invalidate
@@ -293,7 +294,7 @@ def project_policy(request: HttpRequest, slug: str) -> JsonResponse:
     )
 
 
-PRICE_FIELDS = ("input", "output", "cache_write_5m", "cache_write_1h", "cache_read")
+PRICE_FIELDS = prices.FIELDS  # what a stored price row may set (analysis.prices.table_from_rows reads it)
 
 
 @review_view(["GET", "PUT"])
