@@ -25,7 +25,7 @@ from ingest.turns import TurnState, advance
 logger = logging.getLogger(__name__)
 
 # Log events that carry a call's content (the legacy span events are read from the span itself).
-CONTENT_EVENTS = frozenset(
+CONTENT_LOG_EVENTS = frozenset(
     {
         normalise.semconv.EVENT_OPERATION_DETAILS,
         normalise.semconv.EVENT_CHOICE,
@@ -92,7 +92,7 @@ def _forget_event_content(project_id: int, keys: list[tuple[str, str]]) -> None:
             project_id=project_id,
             trace_id__in={trace for trace, _ in keys},
             span_id__in={span for _, span in keys},
-            event_name__in=CONTENT_EVENTS,
+            event_name__in=CONTENT_LOG_EVENTS,
         ).update(body=None, attributes={"ctxview.content_dropped": True})
 
 
@@ -107,7 +107,7 @@ def _content_events(project_id: int, keys: list[tuple[str, str]]) -> dict[tuple[
             project_id=project_id,
             trace_id__in={trace_id for trace_id, _ in keys},
             span_id__in={span_id for _, span_id in keys},
-            event_name__in=CONTENT_EVENTS,
+            event_name__in=CONTENT_LOG_EVENTS,
         )
         .order_by("time_unix_nano", "observed_time_unix_nano", "id")
         .values_list("trace_id", "span_id", "event_name", "attributes", "body")
@@ -577,7 +577,7 @@ def join_log_events(project_id: int, rows: list[dict], keep_content: bool = True
     keys = {
         (row["trace_id"], row["span_id"])
         for row in rows
-        if row["span_id"] and row["event_name"] in CONTENT_EVENTS
+        if row["span_id"] and row["event_name"] in CONTENT_LOG_EVENTS
     }
     if not keys:
         return set()
