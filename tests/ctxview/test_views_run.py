@@ -465,6 +465,16 @@ def test_explain_lists_the_findings_of_the_turns_calls_only(viewer_client, inspe
     assert expected and sorted(map(repr, shown)) == sorted(map(repr, expected))
 
 
+def test_the_item_page_rejects_a_missing_id_and_unknown_items(viewer_client, stranger_client, inspect):
+    url = f"/runs/{inspect.incident.id}/item"
+    assert viewer_client.get(url).status_code == 400
+    assert b"id (the item&#x27;s id) is required" in viewer_client.get(url).content
+    assert viewer_client.get(f"{url}?id=nope").status_code == 404
+    assert stranger_client.get(f"{url}?id=fact:affected-shard").status_code == 404
+    page = viewer_client.get(f"{url}?id=rule:ticket-owner", **HTMX, HTTP_HX_TARGET="page")
+    assert page.status_code == 200 and b"<html" not in page.content
+
+
 # --- Trace data is text, everywhere --------------------------------------------------------------
 
 
