@@ -73,7 +73,6 @@ def export_run(run: Run) -> dict:
     if not run.project.hash_only:
         for row in Content.objects.filter(project_id=run.project_id, hash__in=hashes):
             contents[row.hash] = {"text": row.text, "truncated": row.truncated}
-    seq_of = {call.id: call.seq for call in calls}
     notes = run.review_notes.select_related("author", "call").prefetch_related("revisions__editor")
     return {
         "format": FORMAT,
@@ -90,9 +89,10 @@ def export_run(run: Run) -> dict:
         "accounting": run.accounting,
         "notes": [_exported_note(note.to_dict()) for note in notes],
         "labels": [label.to_dict() for label in run.labels.order_by("name")],
-        "bookmarks": sorted(
-            seq_of[call_id]
-            for call_id in Bookmark.objects.filter(call__run=run).values_list("call_id", flat=True)
+        "bookmarks": list(
+            Bookmark.objects.filter(call__run=run, call__seq__isnull=False)
+            .order_by("call__seq")
+            .values_list("call__seq", flat=True)
         ),
     }
 

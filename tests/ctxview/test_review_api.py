@@ -199,6 +199,17 @@ def test_policy_rejects_bad_values(client, run, people):
         assert response.status_code == 400 and message in response.json()["error"], body
 
 
+def test_an_export_lists_bookmarks_by_seq_and_skips_a_call_not_numbered_yet(client, run, people):
+    for seq in (3, 2):
+        Bookmark.objects.create(project=run.project, call=run.calls.get(seq=seq))
+    assert as_user(client, people["viewer"]).get(f"/api/v1/runs/{run.id}/export").json()["bookmarks"] == [
+        2,
+        3,
+    ]
+    run.calls.filter(seq=3).update(seq=None)
+    assert client.get(f"/api/v1/runs/{run.id}/export").json()["bookmarks"] == [2]
+
+
 def test_export_and_import_round_trip_gives_the_same_calls_and_findings(
     live_server, client, project, key, people
 ):
