@@ -81,15 +81,7 @@ def parse(
 
 def sort_links(current: str) -> dict[str, str]:
     """Per column, the sort its header link asks for: the same column flips its direction."""
-    links = {}
-    for key in SORTS:
-        if current == f"-{key}":
-            links[key] = key
-        elif current == key:
-            links[key] = f"-{key}"
-        else:
-            links[key] = f"-{key}"
-    return links
+    return {key: key if current == f"-{key}" else f"-{key}" for key in SORTS}
 
 
 def figures(accounting: Mapping | None) -> dict:
