@@ -63,7 +63,11 @@ def review_view(methods: list[str]):
 
 
 def _body(request: HttpRequest, limit: int = 1_000_000) -> dict:
-    if int(request.headers.get("Content-Length") or 0) > limit:
+    try:
+        declared = int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        raise Refused("Content-Length is not a number", 400) from None
+    if declared > limit:
         raise Refused(f"the body is larger than {limit} bytes", 413)
     try:
         value = json.loads(request.body or b"{}")

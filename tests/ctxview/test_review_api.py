@@ -186,6 +186,14 @@ def test_bad_note_bodies_are_400_with_a_message(client, run, people, body, messa
     assert message in response.json()["error"]
 
 
+def test_a_junk_content_length_is_a_400_not_a_500(client, run, people):
+    response = as_user(client, people["editor"]).post(
+        f"/api/v1/runs/{run.id}/notes", "{}", content_type="application/json", CONTENT_LENGTH="ten"
+    )
+    assert response.status_code == 400
+    assert response.json()["error"] == "Content-Length is not a number"
+
+
 def test_policy_rejects_bad_values(client, run, people):
     admin = as_user(client, people["admin"])
     for body, message in (
