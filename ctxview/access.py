@@ -35,10 +35,14 @@ def role_of(user, project: Project) -> str | None:
     return Membership.objects.filter(project=project, user=user).values_list("role", flat=True).first()
 
 
-def has_role(user, project: Project, role: str) -> bool:
+def role_at_least(actual: str | None, role: str) -> bool:
     """Viewer < editor < admin: an editor may do what a viewer may, an admin everything."""
-    actual = role_of(user, project)
     return actual is not None and _RANK[actual] >= _RANK[role]
+
+
+def has_role(user, project: Project, role: str) -> bool:
+    """Whether the user has ``role`` or a higher one in the project (``role_at_least``)."""
+    return role_at_least(role_of(user, project), role)
 
 
 def get_run_for_user(user, run_id: int) -> Run:

@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods
 
-from ctxview.access import get_project_for_user, get_run_for_user, has_role, role_of
+from ctxview.access import get_project_for_user, get_run_for_user, has_role, role_at_least, role_of
 from ctxview.models import Bookmark, Label, Note
 from ctxview.views_common import render_page
 from ingest.analyse import config_for
@@ -46,14 +46,15 @@ def run_review(request: HttpRequest, run_id: int) -> HttpResponse:
             messages.error(request, error)
         return redirect("cv-run-review", run_id=run.id)
     notes = run.review_notes.select_related("author", "call").prefetch_related("revisions__editor")
+    role = role_of(request.user, run.project)
     context = {
         "run": run,
         "project": run.project,
         "notes": notes.order_by("created_at"),
         "labels": run.labels.order_by("name"),
         "bookmarks": Bookmark.objects.filter(call__run=run).select_related("call").order_by("call__seq"),
-        "can_edit": has_role(request.user, run.project, Membership.Role.EDITOR),
-        "is_admin": has_role(request.user, run.project, Membership.Role.ADMIN),
+        "can_edit": role_at_least(role, Membership.Role.EDITOR),
+        "is_admin": role_at_least(role, Membership.Role.ADMIN),
     }
     return render_page(request, "ctxview/review.html", {**context, "title": f"Review · {run.key}"})
 
@@ -130,10 +131,11 @@ def project_settings(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             messages.success(request, "saved")
         return redirect("cv-project-settings", slug=project.slug)
+    role = role_of(request.user, project)
     context = {
         "project": project,
-        "is_admin": has_role(request.user, project, Membership.Role.ADMIN),
-        "role": role_of(request.user, project),
+        "is_admin": role_at_least(role, Membership.Role.ADMIN),
+        "role": role,
         "patterns": "\n".join(f"{name} {pattern}" for name, pattern in project.redaction_patterns),
         "prices": json.dumps(project.prices, indent=1),
         "effective_prices": sorted(config_for(project).prices.items()),
