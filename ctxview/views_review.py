@@ -59,6 +59,11 @@ def run_review(request: HttpRequest, run_id: int) -> HttpResponse:
     return render_page(request, "ctxview/review.html", {**context, "title": f"Review · {run.key}"})
 
 
+def _numbered_call(run, seq: str):
+    """The run's call numbered ``seq`` (digits, as the form sent them), or None."""
+    return run.calls.filter(seq=seq).first() if seq.isdigit() else None
+
+
 def _review_action(request: HttpRequest, run, action: str) -> str | None:
     """Apply one form of the review page; returns a message when the input is wrong."""
     data = request.POST
@@ -68,7 +73,7 @@ def _review_action(request: HttpRequest, run, action: str) -> str | None:
             return "a note needs some text (at most 20,000 characters)"
         call = None
         if data.get("call_seq", "").strip():
-            call = run.calls.filter(seq=data["call_seq"]).first() if data["call_seq"].isdigit() else None
+            call = _numbered_call(run, data["call_seq"])
             if call is None:
                 return f"call {data['call_seq']} is not a call of this run"
         Note.objects.create(
@@ -101,11 +106,7 @@ def _review_action(request: HttpRequest, run, action: str) -> str | None:
     elif action == "remove_label":
         run.labels.filter(name=data.get("name", "")).delete()
     elif action in ("bookmark", "unbookmark"):
-        call = (
-            run.calls.filter(seq=data.get("call_seq") or 0).first()
-            if (data.get("call_seq") or "").isdigit()
-            else None
-        )
+        call = _numbered_call(run, data.get("call_seq") or "")
         if call is None:
             return "no such call in this run"
         if action == "bookmark":
