@@ -60,8 +60,13 @@ def run_review(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 def _numbered_call(run, seq: str):
-    """The run's call numbered ``seq`` (digits, as the form sent them), or None."""
-    return run.calls.filter(seq=seq).first() if seq.isdigit() else None
+    """The run's call numbered ``seq`` (digits, as the form sent them), or None.
+
+    ASCII digits within the column's range only: ``"²".isdigit()`` is true but int() refuses it, and a
+    number past the integer column makes PostgreSQL refuse the query (both were a 500)."""
+    if not (seq.isascii() and seq.isdigit()) or int(seq) > 2**31 - 1:
+        return None
+    return run.calls.filter(seq=seq).first()
 
 
 def _review_action(request: HttpRequest, run, action: str) -> str | None:

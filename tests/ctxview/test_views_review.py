@@ -100,3 +100,15 @@ def test_settings_change_the_policy_and_members(client, run, alice, bob):
     assert "a project keeps at least one admin" in response.content.decode()
     client.force_login(bob)
     assert client.post(url, {"action": "add_member", "username": "bob", "role": "admin"}).status_code == 403
+
+
+@pytest.mark.parametrize("seq", ["²", "99999999999999999999"])
+def test_a_call_seq_that_is_no_call_number_is_refused_with_a_message(client, run, bob, seq):
+    Membership.objects.create(project=run.project, user=bob, role="editor")
+    client.force_login(bob)
+    url = f"/runs/{run.id}/review"
+    bookmark = client.post(url, {"action": "bookmark", "call_seq": seq}, follow=True)
+    assert "no such call in this run" in bookmark.content.decode()
+    note = client.post(url, {"action": "add_note", "body": "x", "call_seq": seq}, follow=True)
+    assert "is not a call of this run" in note.content.decode()
+    assert not Bookmark.objects.exists() and not Note.objects.exists()
