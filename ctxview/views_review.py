@@ -59,14 +59,18 @@ def run_review(request: HttpRequest, run_id: int) -> HttpResponse:
     return render_page(request, "ctxview/review.html", {**context, "title": f"Review · {run.key}"})
 
 
-def _numbered_call(run, seq: str):
-    """The run's call numbered ``seq`` (digits, as the form sent them), or None.
-
-    ASCII digits within the column's range only: ``"²".isdigit()`` is true but int() refuses it, and a
-    number past the integer column makes PostgreSQL refuse the query (both were a 500)."""
-    if not (seq.isascii() and seq.isdigit()) or int(seq) > 2**31 - 1:
+def _number(value: str, maximum: int) -> int | None:
+    """A form's whole number, or None: ASCII digits up to ``maximum`` only. ``"²".isdigit()`` is true but
+    int() refuses it, and a number past an integer column makes PostgreSQL refuse the query."""
+    if not (value.isascii() and value.isdigit()) or int(value) > maximum:
         return None
-    return run.calls.filter(seq=seq).first()
+    return int(value)
+
+
+def _numbered_call(run, seq: str):
+    """The run's call numbered ``seq`` (as the form sent it), or None."""
+    number = _number(seq, 2**31 - 1)
+    return None if number is None else run.calls.filter(seq=number).first()
 
 
 def _review_action(request: HttpRequest, run, action: str) -> str | None:
@@ -90,7 +94,8 @@ def _review_action(request: HttpRequest, run, action: str) -> str | None:
             body=body,
         )
     elif action == "delete_note":
-        note = run.review_notes.filter(id=data.get("note_id") or 0).first()
+        note_id = _number(data.get("note_id") or "", 2**63 - 1)
+        note = None if note_id is None else run.review_notes.filter(id=note_id).first()
         if note is None:
             return "no such note"
         if note.author_id != request.user.id and not has_role(

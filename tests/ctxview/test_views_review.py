@@ -112,3 +112,13 @@ def test_a_call_seq_that_is_no_call_number_is_refused_with_a_message(client, run
     note = client.post(url, {"action": "add_note", "body": "x", "call_seq": seq}, follow=True)
     assert "is not a call of this run" in note.content.decode()
     assert not Bookmark.objects.exists() and not Note.objects.exists()
+
+
+@pytest.mark.parametrize("note_id", ["x", "²", "99999999999999999999"])
+def test_deleting_a_note_id_that_is_no_number_says_there_is_no_such_note(client, run, bob, note_id):
+    Membership.objects.create(project=run.project, user=bob, role="editor")
+    client.force_login(bob)
+    response = client.post(
+        f"/runs/{run.id}/review", {"action": "delete_note", "note_id": note_id}, follow=True
+    )
+    assert response.status_code == 200 and "no such note" in response.content.decode()
