@@ -1,5 +1,7 @@
 """The call page: budget, buckets, items in render order, exclusions, prefix chain, cache break, findings."""
 
+from collections import Counter
+
 from django.db.models.functions import Substr
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -83,9 +85,7 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
     around = list(run.calls.filter(seq__isnull=False).values_list("seq", "turn", "id"))
     neighbours = shapes.neighbours(around, call.seq) if call.seq is not None else {}
     excluded = [{**entry, "reason_help": help.reason_help(entry.get("reason"))} for entry in call.excluded]
-    reasons: dict[str, int] = {}
-    for entry in call.excluded:
-        reasons[entry.get("reason") or ""] = reasons.get(entry.get("reason") or "", 0) + 1
+    reasons = Counter(entry.get("reason") or "" for entry in call.excluded)
     context = {
         "call": call,
         "run": run,
@@ -100,7 +100,7 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
         "strip": shapes.prefix_strip(table["rows"], cache),
         "invalidation": _invalidation(call, items, cache),
         "excluded": excluded,
-        "excluded_reasons": sorted(reasons.items(), key=lambda pair: -pair[1]),
+        "excluded_reasons": reasons.most_common(),
         "conflicts": [
             {**conflict, "help": help.finding_help(conflict["type"])}
             for conflict in analysis.get("conflicts") or []
