@@ -1,5 +1,5 @@
-"""Number formatting for the UI's tables: token counts with thousands separators, shares, dollars; and
-links people typed, made safe to put in an href."""
+"""Number formatting for the UI's tables: token counts with thousands separators, signed deltas, shares;
+and links people typed, made safe to put in an href."""
 
 from urllib.parse import urlsplit
 
@@ -33,15 +33,6 @@ def pct(value, digits: int = 0) -> str:
     if value is None or value == "":
         return ""
     return f"{float(value) * 100:.{int(digits)}f} %"
-
-
-@register.filter
-def usd(value) -> str:
-    """Dollars: 4 decimals below $1, 2 above; None -> "unknown"."""
-    if value is None:
-        return "unknown"
-    value = float(value)
-    return f"${value:,.2f}" if abs(value) >= 1 else f"${value:,.4f}"
 
 
 @register.filter
