@@ -309,36 +309,37 @@ def project_prices(request: HttpRequest, slug: str) -> JsonResponse:
     project = _project(request, slug)
     if request.method == "PUT":
         _require_role(request, project, Membership.Role.ADMIN)
-        rows = _body(request).get("prices")
-        if not isinstance(rows, list):
-            raise Refused(
-                'the body must be {"prices": [{"model": ..., "input": ..., "output": ...}, ...]}', 400
-            )
-        for index, row in enumerate(rows):
-            if not isinstance(row, dict) or not isinstance(row.get("model"), str) or not row["model"].strip():
-                raise Refused(f"prices[{index}] needs a model name", 400)
-            for name in PRICE_FIELDS:
-                value = row.get(name)
-                required = name in ("input", "output")
-                if (value is None and required) or (
-                    value is not None
-                    and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0)
-                ):
-                    raise Refused(
-                        f"prices[{index}].{name} must be a number of dollars per million tokens", 400
-                    )
-        project.prices = [
-            {"model": row["model"].strip(), **{n: row[n] for n in PRICE_FIELDS if n in row}} for row in rows
-        ]
+        try:
+            project.prices = clean_prices(_body(request).get("prices"))
+        except ValueError as exc:
+            raise Refused(str(exc), 400) from None
         project.save(update_fields=["prices"])
-        _reanalyse(project)
+        reanalyse(project)
     table = config_for(project).prices
     return JsonResponse(
         {"prices": [{"model": model, **price.to_dict()} for model, price in sorted(table.items())]}
     )
 
 
-def _reanalyse(project: Project) -> None:
+def clean_prices(rows) -> list[dict]:
+    """A project's own prices as given (API or settings page), checked; ValueError says what is wrong."""
+    if not isinstance(rows, list):
+        raise ValueError('the body must be {"prices": [{"model": ..., "input": ..., "output": ...}, ...]}')
+    for index, row in enumerate(rows):
+        if not isinstance(row, dict) or not isinstance(row.get("model"), str) or not row["model"].strip():
+            raise ValueError(f"prices[{index}] needs a model name")
+        for name in PRICE_FIELDS:
+            value = row.get(name)
+            required = name in ("input", "output")
+            if (value is None and required) or (
+                value is not None
+                and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0)
+            ):
+                raise ValueError(f"prices[{index}].{name} must be a number of dollars per million tokens")
+    return [{"model": row["model"].strip(), **{n: row[n] for n in PRICE_FIELDS if n in row}} for row in rows]
+
+
+def reanalyse(project: Project) -> None:
     """Costs are summed along the analysis: new prices mean analysing every run from its first call."""
     for run in Run.objects.filter(project=project).only("id", "analysed_seq"):
         invalidate(run, 1)

@@ -179,27 +179,20 @@ def _settings_action(request: HttpRequest, project, action: str) -> str | None:
         project.redaction_patterns = [list(entry) for entry in patterns]
         project.save()
     elif action == "prices":
-        from ctxview.review_api import PRICE_FIELDS, _reanalyse
+        from ctxview.review_api import clean_prices, reanalyse
 
         try:
-            rows = json.loads(data.get("prices") or "[]")
+            given = json.loads(data.get("prices") or "[]")
         except ValueError as exc:
             return f"the prices are not valid JSON: {exc}"
-        if not isinstance(rows, list) or not all(
-            isinstance(row, dict)
-            and isinstance(row.get("model"), str)
-            and all(
-                isinstance(row.get(name, 0), int | float) and row.get(name, 0) >= 0 for name in PRICE_FIELDS
-            )
-            and "input" in row
-            and "output" in row
-            for row in rows
-        ):
-            return 'prices are a list of {"model", "input", "output", ...}, in dollars per million tokens'
+        try:
+            rows = clean_prices(given)
+        except ValueError as exc:
+            return str(exc)
         with transaction.atomic():
             project.prices = rows
             project.save(update_fields=["prices"])
-            _reanalyse(project)
+            reanalyse(project)
     elif action == "add_member":
         user = get_user_model().objects.filter(username=data.get("username", "").strip()).first()
         if user is None:

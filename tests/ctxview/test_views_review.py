@@ -102,6 +102,21 @@ def test_settings_change_the_policy_and_members(client, run, alice, bob):
     assert client.post(url, {"action": "add_member", "username": "bob", "role": "admin"}).status_code == 403
 
 
+def test_settings_prices_are_checked_as_the_prices_api_checks_them(client, run, alice):
+    client.force_login(alice)
+    url = f"/projects/{run.project.slug}/settings"
+    for prices, message in (
+        ('[{"model": "m1", "input": true, "output": 1}]', "prices[0].input must be a number"),
+        ('[{"model": " ", "input": 1, "output": 1}]', "prices[0] needs a model name"),
+        ("[{", "the prices are not valid JSON"),
+    ):
+        response = client.post(url, {"action": "prices", "prices": prices}, follow=True)
+        assert message in response.content.decode(), prices
+    assert Project.objects.get(id=run.project_id).prices == []
+    client.post(url, {"action": "prices", "prices": '[{"model": " m1 ", "input": 2, "output": 8, "x": 1}]'})
+    assert Project.objects.get(id=run.project_id).prices == [{"model": "m1", "input": 2, "output": 8}]
+
+
 @pytest.mark.parametrize("seq", ["²", "99999999999999999999"])
 def test_a_call_seq_that_is_no_call_number_is_refused_with_a_message(client, run, bob, seq):
     Membership.objects.create(project=run.project, user=bob, role="editor")
