@@ -27,7 +27,7 @@ _package = types.ModuleType("ctxview")
 _package.__path__ = [str(ROOT / "ctxview")]
 sys.modules.setdefault("ctxview", _package)
 
-from ctxview.analysis import CallInput, analyse_call, finalise_run, new_state  # noqa: E402
+from ctxcore.analysis import CallInput, analyse_call, finalise_run, new_state  # noqa: E402
 
 SECOND = 10**9
 BUDGET_TOKENS = 60_000

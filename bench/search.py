@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 
 def fill(runs: int, calls_per_run: int) -> dict:
+    from ctxcore.vocabulary import digest
     from ctxview.models import Label
-    from ingest.items import digest
     from ingest.keys import create_key
     from ingest.models import Call, Finding, Project, Run
 

@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET
 
-from ctxview import analysis
+from ctxcore import analysis, catalogue
 from ctxview.access import NotAuthenticated, api_projects
 from ctxview.panels.load import finding_counts
 from ctxview.search import ITEM_FILTERS, runs_with_item
@@ -26,7 +26,20 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 CONTENT_LIMIT = 65_536
 MAX_CONTENT_LIMIT = 262_144
-OPENAPI = json.loads((Path(__file__).parent / "openapi.json").read_text())
+
+
+def _with_catalogue_enums(document: dict) -> dict:
+    """The OpenAPI description with the finding types, causes and severities of ``ctxcore.catalogue``."""
+    schemas = document["components"]["schemas"]
+    causes = {"type": ["string", "null"], "enum": [*catalogue.CAUSES, None]}
+    schemas["Finding"]["properties"]["type"]["enum"] = list(catalogue.FINDING_TYPES)
+    schemas["Finding"]["properties"]["severity"]["enum"] = list(catalogue.SEVERITIES)
+    schemas["Finding"]["properties"]["cause"].update(causes)
+    schemas["Call"]["properties"]["cache"]["properties"]["cause"].update(causes)
+    return document
+
+
+OPENAPI = _with_catalogue_enums(json.loads((Path(__file__).parent / "openapi.json").read_text()))
 
 
 class BadParameter(Exception):

@@ -16,9 +16,9 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
+from ctxcore.analysis import prices
 from ctxview import exchange
 from ctxview.access import NotAuthenticated, api_projects, has_role
-from ctxview.analysis import prices
 from ctxview.api import error, run_detail
 from ctxview.models import Bookmark, Label, Note, NoteRevision
 from ingest.analyse import config_for, invalidate

@@ -10,8 +10,9 @@ from django.shortcuts import redirect
 from django.utils.text import slugify
 from django.views.decorators.http import require_POST
 
+from ctxcore import catalogue
 from ctxview.access import get_project_for_user, has_role, projects_for_user
-from ctxview.panels import BadParameter, help, load
+from ctxview.panels import BadParameter, load
 from ctxview.panels import runs as runs_query
 from ctxview.views_common import bad_request, render_page, ui_view
 from ingest.keys import create_key
@@ -108,7 +109,7 @@ def runs(request: HttpRequest, slug: str) -> HttpResponse:
     counts = load.finding_counts([run.id for run in rows])
     for run in rows:
         run.badges = [
-            {"type": name, "count": count, "help": help.finding_help(name)}
+            {"type": name, "count": count, "help": catalogue.finding_help(name)}
             for name, count in sorted(counts[run.id].items())
         ]
         run.figures = runs_query.figures(run.accounting)

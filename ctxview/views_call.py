@@ -6,11 +6,12 @@ from django.db.models.functions import Substr
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from ctxcore import catalogue
+from ctxcore.vocabulary import expand
 from ctxview.access import get_call_for_user
 from ctxview.panels import BadParameter, diff, help, int_param, load
 from ctxview.panels import call as shapes
 from ctxview.views_common import render_page, ui_view
-from ingest.items import expand
 from ingest.models import Call, Content
 
 # Rows of the items table shown before "show all" (a call may carry 5,000 items).
@@ -28,7 +29,7 @@ def _invalidation(call: Call, items: list[dict], cache: dict) -> dict | None:
     detail = cache.get("detail") or {}
     result = {
         "cause": cache.get("cause"),
-        "cause_help": help.cause_help(cache.get("cause")),
+        "cause_help": catalogue.cause_help(cache.get("cause")),
         "detail": detail,
         "reference_seq": cache.get("reference_seq"),
         "reference": None,
@@ -73,7 +74,7 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
     analysis = call.analysis or {}
     cache = analysis.get("cache") or {}
     findings = [
-        {**finding.to_dict(), "help": help.finding_help(finding.type)}
+        {**finding.to_dict(), "help": catalogue.finding_help(finding.type)}
         for finding in run.findings.filter(call_seq=call.seq).order_by("id")
     ]
     items = call.full_items()
@@ -102,7 +103,7 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
         "excluded": excluded,
         "excluded_reasons": reasons.most_common(),
         "conflicts": [
-            {**conflict, "help": help.finding_help(conflict["type"])}
+            {**conflict, "help": catalogue.finding_help(conflict["type"])}
             for conflict in analysis.get("conflicts") or []
         ],
         "findings": findings,

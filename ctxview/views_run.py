@@ -8,14 +8,14 @@ from django.utils import timezone
 from django.views.decorators.gzip import gzip_page
 from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
-from ctxview import analysis
+from ctxcore import analysis, catalogue
+from ctxcore.vocabulary import EXCLUSION_REASONS
 from ctxview.access import get_run_for_user
 from ctxview.panels import (
     BadParameter,
     compare,
     diff,
     explain,
-    help,
     int_param,
     item,
     load,
@@ -136,7 +136,7 @@ def explain_turn(request: HttpRequest, run_id: int) -> HttpResponse:
         "result": result,
         "previous_turn": turn - 1 if turn > 1 else None,
         "next_turn": turn + 1 if turn < run.turn_count else None,
-        "reasons": help.REASONS,
+        "reasons": EXCLUSION_REASONS,
     }
     return render_page(request, "ctxview/explain.html", context)
 
@@ -229,6 +229,6 @@ def item_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "figure": item.figure(result),
         "contents": versions,
         "more_versions": len(hashes) > 20,
-        "findings": [{**f, "help": help.finding_help(f["type"])} for f in findings],
+        "findings": [{**f, "help": catalogue.finding_help(f["type"])} for f in findings],
     }
     return render_page(request, "ctxview/item.html", context)

@@ -4,18 +4,17 @@
     ctxview_sdk.configure("http://127.0.0.1:8000", key="cvk_...")
     ctxview_sdk.record_anthropic("run-42", turn=3, request=request, response=response)
 
-Importable without Django; needs only opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http.
+Importable without Django; needs only opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http (and
+ctxview's pure core, ``ctxcore``, which ships with it).
 See README.md for usage and CONVENTION.md for what goes on the wire.
 """
+
+from ctxcore.vocabulary import BUCKETS, KINDS, MODES, ROLES
 
 from .call import Call, call
 from .config import configure, flush, shutdown
 from .manifest import (
-    BUCKETS,
-    KINDS,
-    MODES,
     REASONS,
-    ROLES,
     SCHEMA,
     TRUSTS,
     Excluded,

@@ -1,6 +1,7 @@
 """The manifest convention in code: item and excluded-item records, their validation, hashes and ids.
 
-Pure Python, no OpenTelemetry: the ingest side and the tests can import it on its own.
+Pure Python, no OpenTelemetry: the ingest side and the tests can import it on its own. The words
+(buckets, modes, kinds, reasons) are ctxview's shared vocabulary, ``ctxcore.vocabulary``.
 """
 
 from __future__ import annotations
@@ -12,40 +13,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ctxcore.vocabulary import BUCKETS, EXCLUSION_REASONS, MODES, ROLES, TRUST_LEVELS
+
 SCHEMA = "ctxview.manifest/1"
 
-BUCKETS = ("system", "tools", "conversation", "tool_results", "retrieved", "memory", "summary", "other")
-ROLES = ("system", "user", "assistant", "tool")
-MODES = ("verbatim", "excerpt", "summary", "reference")
-TRUSTS = ("system", "user", "tool", "external")
-# Suggested, not enforced: a sender may use its own words for kinds and reasons.
-KINDS = (
-    "tool",
-    "system",
-    "message",
-    "tool_call",
-    "tool_result",
-    "file",
-    "retrieved",
-    "memory",
-    "summary",
-    "plan",
-    "progress",
-    "artifact_ref",
-    "fact",
-    "rule",
-)
-REASONS = (
-    "superseded",
-    "stage_complete",
-    "budget",
-    "sliding_window",
-    "compacted",
-    "duplicate",
-    "irrelevant",
-    "untrusted",
-    "expired",
-)
+# The shared vocabulary, as the sender's convention names it.
+TRUSTS = TRUST_LEVELS
+REASONS = tuple(EXCLUSION_REASONS)
 
 # Bounds, mirrored in schemas/manifest-v1.schema.json (and within what ctxview's ingest accepts).
 MAX_ITEMS = 5000

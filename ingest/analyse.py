@@ -1,4 +1,4 @@
-"""Run the pure analyses (ctxview.analysis) over a run's stored calls, incrementally.
+"""Run the pure analyses (ctxcore.analysis) over a run's stored calls, incrementally.
 
 Calls 1..``run.analysed_seq`` are analysed and ``run.analysis_state`` is the state after the last of
 them, so new calls are analysed without reading the run again. Renumbering a run (a late call, content
@@ -13,7 +13,7 @@ import zlib
 from django.db import transaction
 from django.db.models import Q
 
-from ctxview.analysis import (
+from ctxcore.analysis import (
     DEFAULT_CONFIG,
     PRICES,
     STATE_SCHEMA,

@@ -7,13 +7,9 @@ ManifestError with one sentence that names the offending field.
 from dataclasses import dataclass
 from typing import Any
 
+from ctxcore.vocabulary import BUCKETS, MODES, ROLES, TRUST_LEVELS, Item, digest
 from ingest import otlp, tokens
-from ingest.items import Item, digest
 
-BUCKETS = ("system", "tools", "conversation", "tool_results", "retrieved", "memory", "summary", "other")
-ROLES = ("system", "user", "assistant", "tool")
-MODES = ("verbatim", "excerpt", "summary", "reference")
-TRUST = ("system", "user", "tool", "external")
 MAX_ITEMS = 5000
 MAX_TEXT = 500
 MAX_CONTENT = 262_144
@@ -130,7 +126,7 @@ def parse(value: Any) -> Manifest:
                 mode=_choice(raw.get("mode"), f"{where}.mode", MODES, default="verbatim"),
                 version=_text(raw.get("version"), f"{where}.version"),
                 source=_text(raw.get("source"), f"{where}.source", limit=2000),
-                trust=_choice(raw.get("trust"), f"{where}.trust", TRUST),
+                trust=_choice(raw.get("trust"), f"{where}.trust", TRUST_LEVELS),
                 supersedes=tuple(supersedes),
                 pinned=_flag(raw.get("pinned"), f"{where}.pinned"),
                 origin_turn=_count(raw.get("origin_turn"), f"{where}.origin_turn", minimum=1),

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from ingest.items import expand
+from ctxcore.vocabulary import expand
 from ingest.redact import DEFAULT_PATTERNS, Redactor
 
 
@@ -196,7 +196,7 @@ class Run(models.Model):
     # How many calls did not report each figure, so a partial total is never taken for a full one.
     usage_unknown = models.JSONField(default=dict)
     # Analysis: calls 1..analysed_seq are analysed; the state after the last one (zlib-compressed JSON,
-    # ctxview.analysis.run) lets the next call be analysed without reading the run again.
+    # ctxcore.analysis.run) lets the next call be analysed without reading the run again.
     analysed_seq = models.PositiveIntegerField(default=0)
     analysis_state = models.BinaryField(null=True)
     accounting = models.JSONField(null=True)
@@ -275,7 +275,7 @@ class Call(models.Model):
     tool_calls = models.JSONField(default=list)
     tool_definitions = models.JSONField(null=True)  # names, or null when the call did not report them
     finish_reasons = models.JSONField(default=list)
-    analysis = models.JSONField(null=True)  # buckets, cache, conflicts (ctxview.analysis.CallAnalysis)
+    analysis = models.JSONField(null=True)  # buckets, cache, conflicts (ctxcore.analysis.CallAnalysis)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "trace_id", "span_id"], name="call_unique")]

@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxcore.vocabulary import CONTENT_LIMIT, Item, Usage, digest, render
 from ingest import manifest as manifest_module
 from ingest import otlp, semconv, tokens
-from ingest.items import CONTENT_LIMIT, Item, digest, render
-from ingest.usage import Usage, normalise_usage, provider_name
+from ingest.usage import normalise_usage, provider_name
 
 MODEL_CALL = "model_call"
 TOOL = "tool"

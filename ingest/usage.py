@@ -7,9 +7,9 @@ prompt_total``. A figure the source did not report is None (unknown), never 0.
 """
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
+from ctxcore.vocabulary import Usage
 from ingest import otlp, semconv
 
 # Providers whose prompt caching has no separate write charge: a reported cache read with no write
@@ -43,28 +43,6 @@ def provider_name(value: Any) -> str:
         return ""
     name = value.strip().lower()
     return _PROVIDER_ALIASES.get(name, name)
-
-
-@dataclass(frozen=True)
-class Usage:
-    uncached: int | None = None
-    cache_write: int | None = None
-    cache_read: int | None = None
-    output: int | None = None
-    reasoning: int | None = None
-    prompt_total: int | None = None
-    raw: dict[str, Any] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, int | None]:
-        return {
-            "uncached": self.uncached,
-            "cache_write": self.cache_write,
-            "cache_read": self.cache_read,
-            "output": self.output,
-            "reasoning": self.reasoning,
-            "prompt_total": self.prompt_total,
-        }
 
 
 # No call has this many tokens: a larger figure is junk, and summing a few of them into a run's totals

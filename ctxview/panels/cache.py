@@ -3,6 +3,7 @@
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ctxcore import catalogue
 from ctxview.panels import help, palette
 from ctxview.panels.plot import axis, base_layout, config, links, plot_text
 
@@ -44,7 +45,7 @@ def cache_series(rows: Sequence[Mapping[str, Any]]) -> dict:
                 "turn": row["turn"],
                 "url": row["url"],
                 "cause": cache.get("cause"),
-                "cause_help": help.cause_help(cache.get("cause")),
+                "cause_help": catalogue.cause_help(cache.get("cause")),
                 "invalidator": cache.get("invalidator_item_id"),
                 "tokens_rewritten": cache.get("tokens_rewritten") or 0,
                 "cost_usd": cache.get("cost_usd"),

@@ -3,10 +3,10 @@
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxview.panels import help, palette
+from ctxcore import catalogue
+from ctxcore.vocabulary import in_middle, position_shares
+from ctxview.panels import palette
 
-# The middle of the window where a pinned item is "lost" (as the lost_in_middle finding has it).
-MIDDLE = (0.2, 0.8)
 # SVG user units across a bar (the templates draw with viewBox="0 0 1000 h").
 WIDTH = 1000
 # The prefix strip merges neighbouring items of the same state above this many items.
@@ -82,12 +82,9 @@ def item_rows(
     for finding in findings:
         if finding.get("item_id"):
             by_item.setdefault(finding["item_id"], []).append(finding["type"])
-    rows, offset = [], 0
-    for index, item in enumerate(items):
-        tokens = item["tokens"] or 0
-        start = offset / total if by_tokens else index / len(items)
-        middle = (offset + tokens / 2) / total if by_tokens else (index + 0.5) / len(items)
-        offset += tokens
+    rows = []
+    shares = position_shares([item["tokens"] for item in items])
+    for index, (item, (start, centre)) in enumerate(zip(items, shares, strict=True)):
         is_invalidator = invalidator is not None and (
             index == invalid_position if invalid_position is not None else item["id"] == invalidator
         )
@@ -95,7 +92,7 @@ def item_rows(
             {
                 **item,
                 "share": start,
-                "in_middle": item["pinned"] and MIDDLE[0] <= middle <= MIDDLE[1],
+                "in_middle": item["pinned"] and in_middle(centre),
                 "cached": reusable is not None and index < reusable,
                 "invalidator": is_invalidator,
                 "findings": by_item.get(item["id"], []),
@@ -148,7 +145,7 @@ def prefix_strip(rows: Sequence[Mapping[str, Any]], cache: Mapping[str, Any] | N
         "cells": cells,
         "boundary_x": round(boundary_x, 2),
         "cause": cache.get("cause"),
-        "cause_help": help.cause_help(cache.get("cause")),
+        "cause_help": catalogue.cause_help(cache.get("cause")),
     }
 
 

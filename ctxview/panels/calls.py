@@ -3,6 +3,7 @@
 from collections.abc import Mapping
 from typing import Any
 
+from ctxcore import catalogue
 from ctxview.panels import BadParameter, help, int_param
 
 PAGE = 50
@@ -24,7 +25,7 @@ def page_of(
         cache = row.get("cache") or {}
         row["broke"] = bool(cache.get("broke"))
         row["cause"] = cache.get("cause")
-        row["cause_help"] = help.cause_help(cache.get("cause"))
+        row["cause_help"] = catalogue.cause_help(cache.get("cause"))
         row["analysed"] = row.get("cache") is not None
         prompt, read = row["prompt_total"], row["cache_read"]
         row["hit_rate"] = read / prompt if prompt and read is not None else None

@@ -9,7 +9,7 @@ segment (they are trace data); nothing here produces markup.
 import re
 from difflib import SequenceMatcher
 
-from ctxview.analysis.textdiff import changed_span
+from ctxcore.analysis.textdiff import changed_span
 
 # Context kept around each change; longer unchanged runs are collapsed to their ends.
 CONTEXT = 160

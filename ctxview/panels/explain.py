@@ -9,11 +9,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
+from ctxcore import catalogue
+from ctxcore.vocabulary import STANDING_KINDS, in_middle, position_shares
 from ctxview.panels import help, palette
-from ctxview.panels.call import MIDDLE
 
 # Kinds a person wants to see one by one when they leave the window; other items are counted by group.
-KEPT_KINDS = ("fact", "rule", "plan", "memory", "progress")
 LISTED = 300
 
 
@@ -57,17 +57,12 @@ def history(
 
 def _middle_ids(items: Sequence[Mapping]) -> dict[str, float]:
     """Pinned items in the middle of the window, with their position share (by tokens when all known)."""
-    known = [item["tokens"] for item in items if item["tokens"] is not None]
-    total = sum(known)
-    by_tokens = total > 0 and len(known) == len(items)
-    out, offset = {}, 0
-    for index, item in enumerate(items):
-        tokens = item["tokens"] or 0
-        share = (offset + tokens / 2) / total if by_tokens else (index + 0.5) / len(items)
-        offset += tokens
-        if item["pinned"] and MIDDLE[0] <= share <= MIDDLE[1]:
-            out[item["id"]] = round(share, 3)
-    return out
+    shares = position_shares([item["tokens"] for item in items])
+    return {
+        item["id"]: round(centre, 3)
+        for item, (_, centre) in zip(items, shares, strict=True)
+        if item["pinned"] and in_middle(centre)
+    }
 
 
 def _conflict_key(conflict: Mapping) -> tuple:
@@ -145,7 +140,7 @@ def explain(
             "reason_help": help.reason_help(reason),
             "url": link(item_id),
         }
-        if last["pinned"] or last["kind"] in KEPT_KINDS or item_id in flagged:
+        if last["pinned"] or last["kind"] in STANDING_KINDS or item_id in flagged:
             important.append(entry)
         else:
             group = others.setdefault(
@@ -175,7 +170,7 @@ def explain(
         {
             **conflict,
             "new": _conflict_key(conflict) not in conflicts_before,
-            "help": help.finding_help(conflict["type"]),
+            "help": catalogue.finding_help(conflict["type"]),
         }
         for conflict in conflicts_now
     ]
@@ -237,16 +232,16 @@ def explain(
                 "expected_read": cache.get("expected_read"),
                 "broke": bool(cache.get("broke")),
                 "cause": cache.get("cause"),
-                "cause_help": help.cause_help(cache.get("cause")),
+                "cause_help": catalogue.cause_help(cache.get("cause")),
                 "invalidator": cache.get("invalidator_item_id"),
                 "cost_usd": cache.get("cost_usd"),
             }
         )
 
     finding_rows = [
-        {**finding, "help": help.finding_help(finding["type"])}
+        {**finding, "help": catalogue.finding_help(finding["type"])}
         for finding in sorted(
-            findings, key=lambda f: (help.SEVERITY_ORDER.get(f["severity"], 3), f["call_seq"] or 0)
+            findings, key=lambda f: (catalogue.SEVERITY_ORDER.get(f["severity"], 3), f["call_seq"] or 0)
         )
     ]
     result = {

@@ -5,6 +5,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from ctxcore import catalogue
 from ctxview.panels import help, palette
 from ctxview.panels.plot import base_layout, config, plot_text
 
@@ -22,6 +23,10 @@ NOTES_PER_MARK = 3
 # The review rows' names on the y axis, drawn above the finding types.
 NOTES_ROW = "notes"
 BOOKMARKS_ROW = "bookmarks"
+
+
+def _rank(severity: str) -> int:
+    return catalogue.SEVERITY_ORDER.get(severity, len(catalogue.SEVERITIES))
 
 
 def _label(finding: Mapping[str, Any]) -> str:
@@ -47,14 +52,18 @@ def grouped(findings: Sequence[Mapping[str, Any]]) -> dict:
             {
                 "type": finding["type"],
                 "severity": finding["severity"],
-                "help": help.finding_help(finding["type"]),
+                "help": catalogue.finding_help(finding["type"]),
                 "findings": [],
             },
         )
-        if help.SEVERITY_ORDER.get(finding["severity"], 3) < help.SEVERITY_ORDER.get(group["severity"], 3):
+        if catalogue.SEVERITY_ORDER.get(finding["severity"], 3) < catalogue.SEVERITY_ORDER.get(
+            group["severity"], 3
+        ):
             group["severity"] = finding["severity"]
         group["findings"].append({**finding, "label": _label(finding)})
-    ordered = sorted(groups.values(), key=lambda g: (help.SEVERITY_ORDER.get(g["severity"], 3), g["type"]))
+    ordered = sorted(
+        groups.values(), key=lambda g: (catalogue.SEVERITY_ORDER.get(g["severity"], 3), g["type"])
+    )
     for group in ordered:
         group["count"] = len(group["findings"])
         group["fixes"] = sorted({finding["fix"] for finding in group["findings"] if finding.get("fix")})

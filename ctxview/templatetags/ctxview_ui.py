@@ -1,9 +1,11 @@
 """Number formatting for the UI's tables: token counts with thousands separators, signed deltas, shares;
-and links people typed, made safe to put in an href."""
+links people typed, made safe to put in an href; the template of a finding's evidence."""
 
 from urllib.parse import urlsplit
 
 from django import template
+
+from ctxcore import catalogue
 
 register = template.Library()
 
@@ -49,3 +51,10 @@ def http_link(value) -> str:
         return url if urlsplit(url).netloc else ""
     except ValueError:  # an unbalanced [ in the host
         return ""
+
+
+@register.filter
+def evidence_template(finding_type: str) -> str:
+    """The template that shows a finding type's evidence; an empty one for a type this version lacks."""
+    entry = catalogue.FINDING_TYPES.get(finding_type)
+    return entry.evidence_template if entry else "findings/evidence/_unknown.html"

@@ -1,7 +1,7 @@
 import pytest
 
+from ctxcore.vocabulary import digest
 from ingest import manifest
-from ingest.items import digest
 
 
 def document(**changes):

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
+from ctxcore.vocabulary import digest, render
 from ingest import normalise
-from ingest.items import digest, render
 
 
 def span(attributes, events=(), name="chat m", trace_id="a" * 32, span_id="b" * 16, parent=""):

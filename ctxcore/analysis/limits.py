@@ -1,0 +1,78 @@
+"""Prompt-cache rules per provider and model: minimum cacheable prefix, lifetime, automatic caching.
+
+Minimum cacheable prefix, in tokens (a shorter prefix is never cached, and no error says so):
+- Anthropic prompt-caching docs, "Cache limitations" (as quoted in anthropics/anthropic-sdk-python#1194):
+  4096 for Claude Opus 4.6, Opus 4.5 and Haiku 4.5; 2048 for Claude Haiku 3.5 and Haiku 3; 1024 for
+  Sonnet 4.6, Sonnet 4.5, Opus 4.1, Opus 4, Sonnet 4 and Sonnet 3.7. Models not listed: 1024.
+- OpenAI prompt-caching guide (developers.openai.com/api/docs/guides/prompt-caching): "enabled
+  automatically for prompts that are 1024 tokens or longer", for every model.
+Lifetime: 5 minutes from last use by default (both providers); 1 hour with Anthropic's 1-hour cache.
+"""
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ctxcore.analysis import modelnames
+
+DEFAULT_MINIMUM = 1024
+MINIMUM_CACHEABLE = {
+    "claude-opus-4-6": 4096,
+    "claude-opus-4-5": 4096,
+    "claude-haiku-4-5": 4096,
+    "claude-3-5-haiku": 2048,
+    "claude-3-haiku": 2048,
+}
+TTL_NS = 5 * 60 * 10**9
+TTL_1H_NS = 60 * 60 * 10**9
+
+# Providers that cache every long enough prompt without being asked (and charge nothing to write):
+# a call to them has cached its prefix even when it reports no cache figures.
+AUTOMATIC_CACHING = frozenset({"openai", "azure.ai.openai", "azure.ai.inference", "deepseek", "x_ai"})
+
+# Anthropic's cache diagnosis (cache-diagnosis beta) names the part of the request that diverged.
+PROVIDER_AREAS = {
+    "model_changed": "model",
+    "system_changed": "system",
+    "tools_changed": "tools",
+    "messages_changed": "history",
+}
+
+
+def minimum_cacheable(model: str) -> int:
+    """The shortest prefix, in tokens, the model's provider will cache."""
+    key = modelnames.match(model, MINIMUM_CACHEABLE) if model else None
+    return MINIMUM_CACHEABLE[key] if key else DEFAULT_MINIMUM
+
+
+def uses_one_hour_cache(usage_raw: Mapping[str, Any]) -> bool:
+    """Whether the call wrote to Anthropic's 1-hour cache (an ``…ephemeral_1h…`` usage figure above 0)."""
+    return one_hour_tokens(usage_raw) > 0
+
+
+def one_hour_tokens(usage_raw: Mapping[str, Any]) -> int:
+    """Tokens written to the 1-hour cache, from an ``…ephemeral_1h…`` usage attribute (0 when absent)."""
+    for key, value in usage_raw.items():
+        if "ephemeral_1h" in key and isinstance(value, (int, float, str)) and not isinstance(value, bool):
+            try:
+                return max(0, int(float(value)))
+            except ValueError:
+                continue
+    return 0
+
+
+def provider_diagnosis(usage_raw: Mapping[str, Any]) -> str | None:
+    """The provider's own cache-miss reason (e.g. Anthropic's ``cache_miss_reason``), when reported."""
+    for key, value in sorted(usage_raw.items()):
+        if "cache_miss" not in key or isinstance(value, (bool, int, float)):
+            continue
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return value.strip() or None
+        if isinstance(value, Mapping):
+            value = value.get("type") or value.get("reason")
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None

@@ -1,0 +1,39 @@
+"""The tool catalogue of a call, and which tools a run paid for without calling."""
+
+from collections.abc import Mapping, Sequence
+
+from ctxcore.analysis.inputs import CallInput
+from ctxcore.vocabulary import Item
+
+
+def tool_name(item: Item) -> str:
+    """A tools-bucket item's tool name: derived ids read ``tool:<name>`` (``#2`` for a repeat)."""
+    if item.id.startswith("tool:"):
+        return item.id[len("tool:") :].split("#", 1)[0]
+    return item.source or item.id
+
+
+def catalogue(call: CallInput) -> dict[str, int | None] | None:
+    """Tool name -> its tokens in this call's window; None when the call did not say what it offered."""
+    in_window = {tool_name(item): item.tokens for item in call.items if item.bucket == "tools"}
+    if call.tool_definitions is not None:
+        return {name: in_window.get(name) for name in call.tool_definitions}
+    return in_window or None
+
+
+def called_names(call: CallInput) -> list[str]:
+    """Names of the tools the model asked for in this call, once each, in order."""
+    names = (str(entry.get("name")) for entry in call.tool_calls if entry.get("name"))
+    return list(dict.fromkeys(names))
+
+
+def updated_usage(usage: Mapping[str, Sequence[int]], call: CallInput) -> dict[str, list[int]]:
+    """Per tool: in how many calls' catalogues it was, and its tokens summed over those calls."""
+    offered = catalogue(call)
+    if not offered:
+        return dict(usage)
+    updated = dict(usage)
+    for name, tokens in offered.items():
+        calls, total = updated.get(name, (0, 0))
+        updated[name] = [calls + 1, total + (tokens or 0)]
+    return updated

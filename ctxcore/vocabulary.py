@@ -1,0 +1,224 @@
+"""The words every layer shares: an item of a context window, its fields and defaults, the buckets and
+modes, exclusion reasons, usage figures, the content hash, and where "the middle" of a window is.
+
+No Django here. The write side builds these from traces, the analyses read them, the read side shows
+them, the SDK sends them: each defines none of it again.
+"""
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+BUCKETS = ("system", "tools", "conversation", "tool_results", "retrieved", "memory", "summary", "other")
+ROLES = ("system", "user", "assistant", "tool")
+MODES = ("verbatim", "excerpt", "summary", "reference")
+TRUST_LEVELS = ("system", "user", "tool", "external")
+# Suggested, not enforced: a sender may use its own words for kinds (and for exclusion reasons).
+KINDS = (
+    "tool",
+    "system",
+    "message",
+    "tool_call",
+    "tool_result",
+    "file",
+    "retrieved",
+    "memory",
+    "summary",
+    "plan",
+    "progress",
+    "artifact_ref",
+    "fact",
+    "rule",
+)
+
+# Items whose loss from the window is a finding (fact_dropped) and is worth explaining first.
+STANDING_KINDS = ("fact", "rule")
+
+# The reasons a context builder gives for leaving a candidate out (the sender may use its own words).
+EXCLUSION_REASONS = {
+    "superseded": "a newer version replaced it",
+    "stage_complete": "the stage it served is finished",
+    "budget": "it did not fit the token budget",
+    "sliding_window": "it fell out of the sliding window of recent turns",
+    "compacted": "a summary replaced it",
+    "duplicate": "the same content is already in the window",
+    "irrelevant": "the builder judged it irrelevant",
+    "untrusted": "its source is not trusted",
+    "expired": "it is out of date",
+}
+
+# The stored form of an item leaves out fields at their default (a long run stores many items).
+REQUIRED_ITEM_FIELDS = ("id", "kind", "bucket", "hash")
+ITEM_DEFAULTS: Mapping[str, Any] = {
+    "role": None,
+    "tokens": None,
+    "tokens_estimated": True,
+    "mode": "verbatim",
+    "version": None,
+    "source": None,
+    "trust": None,
+    "supersedes": (),
+    "pinned": False,
+    "origin_turn": None,
+    "cache_breakpoint": False,
+}
+
+# Content kept per item; the hash and the token estimate always cover the whole of it.
+CONTENT_LIMIT = 262_144
+
+# The middle of the window, as position shares, where a pinned item is "lost" (models read it least).
+MIDDLE = (0.2, 0.8)
+
+
+def digest(text: str) -> str:
+    """The content hash used everywhere: the first 32 hex characters of SHA-256 of the UTF-8 text."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def render(value: Any) -> str:
+    """Text of structured content, keeping the sender's key order (a reordering changes the hash)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Item:
+    """One piece of a call's context window, in render order (``position``)."""
+
+    id: str
+    kind: str
+    bucket: str
+    hash: str
+    position: int
+    role: str | None = None
+    tokens: int | None = None
+    tokens_estimated: bool = True
+    mode: str = "verbatim"
+    version: str | None = None
+    source: str | None = None
+    trust: str | None = None
+    supersedes: tuple[str, ...] = ()
+    pinned: bool = False
+    origin_turn: int | None = None
+    cache_breakpoint: bool = False
+    content: str | None = None  # where the write side has it; never part of the stored form
+    content_truncated: bool = False
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], position: int) -> "Item":
+        """An item from its stored dict; missing fields take their defaults, an unknown bucket is other."""
+        values = {key: data.get(key, default) for key, default in ITEM_DEFAULTS.items()}
+        values["supersedes"] = tuple(values["supersedes"] or ())
+        bucket = data.get("bucket") or "other"
+        return cls(
+            id=str(data["id"]),
+            kind=str(data.get("kind") or ""),
+            bucket=bucket if bucket in BUCKETS else "other",
+            hash=str(data["hash"]),
+            position=position,
+            **values,
+        )
+
+    def to_dict(self) -> dict:
+        """The stored form: the required fields and those not at their default."""
+        stored = {name: getattr(self, name) for name in REQUIRED_ITEM_FIELDS}
+        for name, default in ITEM_DEFAULTS.items():
+            value = getattr(self, name)
+            if value != default:
+                stored[name] = list(value) if name == "supersedes" else value
+        return stored
+
+
+def expand(stored: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """Stored items as dicts with every field present and their position in the window."""
+    return [
+        {
+            "id": item["id"],
+            "kind": item["kind"],
+            "bucket": item["bucket"],
+            "position": position,
+            **{key: item.get(key, default) for key, default in ITEM_DEFAULTS.items()},
+            "supersedes": list(item.get("supersedes") or ()),
+            "hash": item["hash"],
+        }
+        for position, item in enumerate(stored)
+    ]
+
+
+@dataclass(frozen=True)
+class Excluded:
+    """A candidate the context builder left out, and why."""
+
+    id: str
+    reason: str
+    tokens: int | None = None
+    kind: str | None = None
+    source: str | None = None
+    version: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Excluded":
+        """An excluded candidate from its stored dict."""
+        return cls(
+            id=str(data["id"]),
+            reason=str(data.get("reason") or ""),
+            tokens=data.get("tokens"),
+            kind=data.get("kind"),
+            source=data.get("source"),
+            version=data.get("version"),
+        )
+
+
+USAGE_FIGURES = ("uncached", "cache_write", "cache_read", "output", "reasoning", "prompt_total")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A call's usage, normalised: a figure the source did not report is None (unknown), never 0.
+
+    ``prompt_total = uncached + cache_write + cache_read``. ``raw`` keeps the attributes it was read from
+    and ``notes`` what normalising them had to decide."""
+
+    uncached: int | None = None
+    cache_write: int | None = None
+    cache_read: int | None = None
+    output: int | None = None
+    reasoning: int | None = None
+    prompt_total: int | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> "Usage":
+        """The usage split as stored; a figure that is missing stays unknown (None)."""
+        data = data or {}
+        return cls(**{name: data.get(name) for name in USAGE_FIGURES})
+
+    def to_dict(self) -> dict[str, int | None]:
+        return {name: getattr(self, name) for name in USAGE_FIGURES}
+
+
+def position_shares(tokens: Sequence[int | None]) -> list[tuple[float, float]]:
+    """Per item, where it starts and where its centre sits in the window, as shares of the whole.
+
+    By tokens when every item's count is known (and the total is not 0), else by position in the list."""
+    count = len(tokens)
+    total = sum(value or 0 for value in tokens)
+    by_tokens = total > 0 and all(value is not None for value in tokens)
+    shares, offset = [], 0
+    for index, value in enumerate(tokens):
+        size = value or 0
+        if by_tokens:
+            shares.append((offset / total, (offset + size / 2) / total))
+        else:
+            shares.append((index / count, (index + 0.5) / count))
+        offset += size
+    return shares
+
+
+def in_middle(share: float) -> bool:
+    """Whether a position share lies in the middle of the window."""
+    return MIDDLE[0] <= share <= MIDDLE[1]

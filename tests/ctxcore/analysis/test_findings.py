@@ -1,0 +1,172 @@
+"""Findings other than cache breaks and conflicts: one test per type, with the call and item they name."""
+
+from ctxcore.analysis import finalise_run
+from tests.ctxcore.analysis.builders import analyse, call, findings_of, item, message, system, tool
+
+RULE = item("rule-4417", "memory", 30, kind="rule", pinned=True)
+FACT = item("fact-shard", "memory", 30, kind="fact")
+
+
+def test_a_pinned_item_that_disappears_is_pinned_dropped_with_no_reason_given():
+    results, _ = analyse([call(1, [system(), RULE, message(1)]), call(2, [system(), message(1), message(2)])])
+
+    [finding] = findings_of(results, "pinned_dropped")
+    assert (finding["call_seq"], finding["item_id"], finding["severity"]) == (2, "rule-4417", "error")
+    assert finding["evidence"]["reason"] is None
+    assert finding["evidence"]["without_reason"] is True
+    assert finding["evidence"]["previous_seq"] == 1
+
+
+def test_a_fact_that_leaves_is_fact_dropped_with_its_exclusion_reason_once():
+    excluded = [{"id": "fact-shard", "reason": "compacted"}]
+    calls = [
+        call(1, [system(), FACT, message(1)]),
+        call(2, [system(), message(1)], excluded=excluded),
+        call(3, [system(), message(1), message(2)]),
+    ]
+    results, _ = analyse(calls)
+
+    [finding] = findings_of(results, "fact_dropped")
+    assert (finding["call_seq"], finding["item_id"], finding["severity"]) == (2, "fact-shard", "warning")
+    assert (finding["evidence"]["reason"], finding["evidence"]["without_reason"]) == ("compacted", False)
+
+
+def test_a_fact_replaced_by_a_newer_version_is_not_dropped():
+    newer = item("fact-shard-2", "memory", 30, kind="fact", supersedes=["fact-shard"])
+    results, _ = analyse([call(1, [system(), FACT]), call(2, [system(), newer])])
+
+    assert findings_of(results, "fact_dropped") == []
+
+
+def test_a_pinned_item_in_the_middle_of_a_long_window_is_lost_in_the_middle_once():
+    pinned = item("rule-4417", "memory", 1000, kind="rule", pinned=True)
+    long_history = [message(n, tokens=1000) for n in range(1, 21)]
+    window = [system(tokens=1000), *long_history[:8], pinned, *long_history[8:]]
+    results, _ = analyse([call(1, window), call(2, [*window, message(30)])])
+
+    [finding] = findings_of(results, "lost_in_middle")
+    assert (finding["call_seq"], finding["item_id"]) == (1, "rule-4417")
+    assert finding["evidence"] == {"position_share": 0.432, "window_tokens": 22000}  # 9,500 of 22,000
+
+
+def test_a_pinned_item_at_the_start_or_in_a_short_window_is_fine():
+    pinned = item("rule-4417", "memory", 1000, kind="rule", pinned=True)
+    start = [pinned, *(message(n, tokens=1000) for n in range(1, 25))]
+    short = [message(1, tokens=1000), pinned, message(2, tokens=1000)]
+    results, _ = analyse([call(1, start), call(2, short)])
+
+    assert findings_of(results, "lost_in_middle") == []
+
+
+def test_a_prompt_over_the_limit_exceeds_the_budget():
+    budget = {"limit": 2000, "input": None, "reserved_output": 500}
+    results, _ = analyse([call(1, [system(tokens=2100)], budget=budget)])
+
+    [finding] = findings_of(results, "budget_exceeded")
+    assert (finding["call_seq"], finding["severity"]) == (1, "error")
+    assert finding["evidence"] == {"limit": 2000, "input": 2100, "reserved_output": 500, "free": -100}
+
+
+def test_a_prompt_eating_the_output_reserve_is_reported_where_it_starts():
+    budget = {"limit": 2000, "input": None, "reserved_output": 500}
+    calls = [call(seq, [system(tokens=1400 + 100 * seq)], budget=budget) for seq in (1, 2, 3)]
+    results, _ = analyse(calls)
+
+    assert [finding["call_seq"] for finding in findings_of(results, "output_reserve_squeezed")] == [2]
+    assert findings_of(results, "budget_exceeded") == []
+
+
+def test_tools_never_called_are_unused_with_their_cost_over_the_run():
+    catalogue = [tool("search_logs", 237), tool("query_metrics", 100), tool("read_file", 80)]
+    calls = [
+        call(1, [*catalogue, system(), message(1)], tool_calls=[{"name": "query_metrics", "id": "a"}]),
+        call(2, [*catalogue, system(), message(1), message(2)]),
+    ]
+    _, state = analyse(calls)
+    run = finalise_run(state)
+
+    [finding] = [entry for entry in run["findings"] if entry["type"] == "unused_tools"]
+    assert finding["call_seq"] is None
+    assert finding["evidence"]["tools"] == [
+        {"name": "read_file", "calls": 2, "tokens": 160},
+        {"name": "search_logs", "calls": 2, "tokens": 474},
+    ]
+    assert finding["evidence"]["tokens"] == 634
+
+
+def test_a_call_to_a_tool_not_in_the_catalogue_is_unknown_tool_called():
+    calls = [
+        call(
+            1,
+            [system(), message(1)],
+            tool_definitions=["search_logs", "query_metrics"],
+            tool_calls=[{"name": "read_log", "id": "c1"}, {"name": "search_logs", "id": "c2"}],
+        )
+    ]
+    results, _ = analyse(calls)
+
+    [finding] = findings_of(results, "unknown_tool_called")
+    assert finding["call_seq"] == 1
+    assert finding["evidence"] == {"tool": "read_log", "offered": ["query_metrics", "search_logs"]}
+
+
+def test_no_catalogue_reported_means_no_unknown_tool_finding():
+    results, _ = analyse([call(1, [system()], tool_calls=[{"name": "read_log", "id": "c1"}])])
+
+    assert findings_of(results, "unknown_tool_called") == []
+
+
+def test_the_same_content_twice_is_duplicate_content():
+    page = item("doc-a", "retrieved", 400, "the runbook")
+    again = item("doc-b", "retrieved", 400, "the runbook")
+    results, _ = analyse([call(1, [system(), page, message(1), again])])
+
+    [finding] = findings_of(results, "duplicate_content")
+    assert (finding["call_seq"], finding["item_id"], finding["severity"]) == (1, "doc-b", "info")
+    assert finding["evidence"]["item_ids"] == ["doc-a", "doc-b"]
+    assert finding["evidence"]["tokens"] == 400
+
+
+def test_a_short_repeated_message_is_not_worth_a_finding():
+    results, _ = analyse(
+        [call(1, [item("yes-1", tokens=3, text="yes"), item("yes-2", tokens=3, text="yes")])]
+    )
+
+    assert findings_of(results, "duplicate_content") == []
+
+
+def test_tool_output_among_the_instructions_is_untrusted_in_instructions():
+    injected = item("web-page", "system", 300, trust="external", source="https://example.com")
+    results, _ = analyse([call(1, [system(), injected, message(1)])])
+
+    [finding] = findings_of(results, "untrusted_in_instructions")
+    assert (finding["call_seq"], finding["item_id"]) == (1, "web-page")
+    assert finding["evidence"]["trust"] == "external"
+
+
+def test_tool_results_over_half_the_window_are_reported_once_at_the_first_call():
+    def results_window(count):
+        return [system(tokens=1000), *(item(f"r{n}", "tool_results", 500) for n in range(count))]
+
+    calls = [call(1, results_window(1)), call(2, results_window(3)), call(3, results_window(1))]
+    calls.append(call(4, results_window(4)))
+    results, _ = analyse(calls)
+
+    [finding] = findings_of(results, "tool_results_dominant")
+    assert finding["call_seq"] == 2
+    assert finding["evidence"] == {"share": 0.6, "tool_results_tokens": 1500, "window": 2500}
+
+
+def test_billed_input_many_times_the_final_window_is_quadratic_history():
+    calls = [call(seq, [system(), *(message(n) for n in range(1, seq + 1))]) for seq in range(1, 31)]
+    _, state = analyse(calls)
+    run = finalise_run(state)
+
+    [finding] = [entry for entry in run["findings"] if entry["type"] == "quadratic_history"]
+    assert finding["evidence"] == {"billed_input": 123000, "final_window": 7000, "ratio": 17.57, "calls": 30}
+
+
+def test_a_short_run_is_not_quadratic():
+    _, state = analyse([call(seq, [system(), message(seq)]) for seq in (1, 2, 3)])
+
+    assert [entry["type"] for entry in finalise_run(state)["findings"]] == []
