@@ -64,6 +64,7 @@ def main() -> None:
     with django_in_process(args.database_url):
         from ingest import store, tokens
         from ingest.models import Call, Project, RawBatch
+        from ingest.tasks import enqueue_analysis
 
         body = build(args.spans, args.chars)
         project = Project.objects.create(slug="memory", name="memory")
@@ -84,7 +85,7 @@ def main() -> None:
             with open("/proc/self/clear_refs", "w") as clear:
                 clear.write("5")
         started = time.perf_counter()
-        assert store.process_batch(batch.id) == "done"
+        assert store.process_batch(batch.id, then=enqueue_analysis) == "done"
         seconds = time.perf_counter() - started
         with open("/proc/self/status") as status:
             peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))

@@ -47,6 +47,7 @@ def run_variant(variant: str, batches: int, database_url: str) -> dict:
 
         from ingest import store, tokens
         from ingest.models import Call, Project, RawBatch, Run, Span
+        from ingest.tasks import enqueue_analysis
 
         if variant == "server-binding":
             connection.settings_dict["OPTIONS"]["server_side_binding"] = True
@@ -87,7 +88,7 @@ def run_variant(variant: str, batches: int, database_url: str) -> dict:
             time.perf_counter(),
         )
         for batch_id in batch_ids:
-            assert store.process_batch(batch_id) == "done"
+            assert store.process_batch(batch_id, then=enqueue_analysis) == "done"
         cpu = time.process_time() - cpu_before
         wall = time.perf_counter() - wall_before
         database = backend_cpu(backend) - backend_before

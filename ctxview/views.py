@@ -12,8 +12,9 @@ from django.views.decorators.http import require_POST
 
 from ctxcore import catalogue
 from ctxview.access import get_project_for_user, has_role, projects_for_user
-from ctxview.panels import BadParameter, load
+from ctxview.panels import load
 from ctxview.panels import runs as runs_query
+from ctxview.params import BadParameter
 from ctxview.views_common import bad_request, render_page, ui_view
 from ingest.keys import create_key
 from ingest.models import IngestKey, Membership, Project, RawBatch

@@ -9,8 +9,9 @@ from django.shortcuts import render
 from ctxcore import catalogue
 from ctxcore.vocabulary import expand
 from ctxview.access import get_call_for_user
-from ctxview.panels import BadParameter, diff, help, int_param, load
 from ctxview.panels import call as shapes
+from ctxview.panels import diff, help, load
+from ctxview.params import BadParameter, int_param
 from ctxview.views_common import render_page, ui_view
 from ingest.models import Call, Content
 

@@ -9,7 +9,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from ctxview.panels import BadParameter
+from ctxview.params import BadParameter
 
 
 def region(request: HttpRequest, regions: Iterable[str] = ("page",)) -> str | None:

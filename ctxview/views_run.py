@@ -11,17 +11,8 @@ from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 from ctxcore import analysis, catalogue
 from ctxcore.vocabulary import EXCLUSION_REASONS
 from ctxview.access import get_run_for_user
-from ctxview.panels import (
-    BadParameter,
-    compare,
-    diff,
-    explain,
-    int_param,
-    item,
-    load,
-    overview,
-    run_panels,
-)
+from ctxview.panels import compare, diff, explain, item, load, overview, run_panels
+from ctxview.params import BadParameter, int_param
 from ctxview.views_common import render_page, ui_view
 from ingest.models import Run
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from django.db import connection
 from django.db.models import Q
 
-from ingest import normalise, tokens
+from ingest import families, normalise, tokens
 from ingest.analyse import ANALYSIS_FIELDS, analyse_appended, invalidate
 from ingest.bulk import insert_rows
 from ingest.models import Call, Content, LogRecord, Operation, Run
@@ -25,13 +25,7 @@ from ingest.turns import TurnState, advance
 logger = logging.getLogger(__name__)
 
 # Log events that carry a call's content (the legacy span events are read from the span itself).
-CONTENT_LOG_EVENTS = frozenset(
-    {
-        normalise.semconv.EVENT_OPERATION_DETAILS,
-        normalise.semconv.EVENT_CHOICE,
-        *normalise.semconv.EVENT_MESSAGE_ROLES,
-    }
-)
+CONTENT_LOG_EVENTS = families.CONTENT_LOG_EVENTS
 
 _token_cache: dict[str, int] = {}
 _TOKEN_CACHE_SIZE = 200_000

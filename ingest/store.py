@@ -4,6 +4,7 @@ import hashlib
 import json
 import logging
 import zlib
+from collections.abc import Callable
 from functools import partial
 
 from django.db import DataError, connection, transaction
@@ -13,7 +14,6 @@ from google.protobuf.message import DecodeError
 from ingest import calls, otlp
 from ingest.bulk import insert_rows
 from ingest.models import LogRecord, RawBatch, Resource, Span
-from ingest.tasks import enqueue_analysis
 
 logger = logging.getLogger(__name__)
 
@@ -22,8 +22,11 @@ class BadBatch(Exception):
     """The stored data cannot be processed; retrying will not help."""
 
 
-def process_batch(batch_id: int) -> str:
-    """Store the rows of one pending batch; returns ``done``, ``failed`` or ``skipped``."""
+def process_batch(batch_id: int, then: Callable[[int], object] | None = None) -> str:
+    """Store the rows of one pending batch; returns ``done``, ``failed`` or ``skipped``.
+
+    ``then(run_id)`` runs once the batch is committed, for each run whose new calls await analysis (the
+    task passes its next step here, so this module needs nothing from the task queue)."""
     with transaction.atomic():
         if connection.vendor == "postgresql":
             # Losing this commit in a crash loses the batch's "done" with it: the batch is pending again
@@ -51,8 +54,8 @@ def process_batch(batch_id: int) -> str:
             batch.status = RawBatch.Status.DONE
             if batch.project.hash_only:
                 batch.body = b""  # hash-only: the content is gone once the batch is processed
-            for run_id in sorted(runs):
-                transaction.on_commit(partial(enqueue_analysis, run_id), robust=True)
+            for run_id in sorted(runs) if then is not None else ():
+                transaction.on_commit(partial(then, run_id), robust=True)
         batch.processed_at = timezone.now()
         batch.save(update_fields=["status", "error", "attempts", "processed_at", "body"])
         return batch.status

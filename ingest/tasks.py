@@ -33,7 +33,7 @@ IDEMPOTENT = {
 def process_batch_task(*, batch_id: int) -> str:
     from ingest.store import process_batch
 
-    return process_batch(batch_id)
+    return process_batch(batch_id, then=enqueue_analysis)
 
 
 @shared_task(**IDEMPOTENT)

@@ -6,20 +6,16 @@ input figure that *includes* cached tokens; a few emitters copy Anthropic's or B
 prompt_total``. A figure the source did not report is None (unknown), never 0.
 """
 
-import re
 from typing import Any
 
 from ctxcore.vocabulary import Usage
-from ingest import otlp, semconv
+from ingest import families, semconv
 
 # Providers whose prompt caching has no separate write charge: a reported cache read with no write
 # figure means nothing was written (OpenAI-style automatic caching; Gemini writes through another API).
 _NO_CACHE_WRITES = frozenset(
     {"openai", "azure.ai.openai", "azure.ai.inference", "gcp.gen_ai", "deepseek", "x_ai"}
 )
-
-# Emitters that leave zero figures out: there an absent cache figure beside a reported input is 0.
-_OMITS_ZERO_FIGURES = ("pydantic-ai", "pydantic_ai")
 
 _PROVIDER_ALIASES = {
     "xai": "x_ai",
@@ -66,39 +62,15 @@ def _count(value: Any) -> int | None:
 
 def _first(attributes: dict, keys: tuple[str, ...]) -> int | None:
     """The figure of the first key that holds a count."""
-    for key in keys:
-        number = _count(attributes.get(key))
+    return _first_count(attributes.get(key) for key in keys)
+
+
+def _first_count(values) -> int | None:
+    for value in values:
+        number = _count(value)
         if number is not None:
             return number
     return None
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
-
-
-def _input_excludes_cache(scope_name: str, scope_version: str) -> bool:
-    """Emitters known to report Anthropic/Bedrock's exclusive input figure as is (conventions.md §6)."""
-    name = scope_name.lower()
-    version = _version(scope_version)
-    if name.startswith("openinference.instrumentation.bedrock"):
-        return True
-    if name.startswith("openinference.instrumentation.anthropic") and version and version < (0, 1, 14):
-        return True
-    if name.startswith("opentelemetry.instrumentation.anthropic") and version and version < (0, 33, 4):
-        return True
-    return False
-
-
-def _logfire_raw(attributes: dict) -> dict:
-    """Logfire keeps the provider's usage object only as JSON in gen_ai.usage.raw."""
-    raw = attributes.get(semconv.LOGFIRE_RAW_USAGE)
-    if isinstance(raw, str):
-        try:
-            raw = otlp.json_value(raw)
-        except ValueError:
-            return {}
-    return raw if isinstance(raw, dict) else {}
 
 
 def normalise_usage(
@@ -111,21 +83,22 @@ def normalise_usage(
         if key.startswith(semconv.USAGE_PREFIXES) and not isinstance(value, (dict, list))
     }
     notes: list[str] = []
-    reported_input = _first(attributes, semconv.INPUT_TOKENS)
-    cache_read = _first(attributes, semconv.CACHE_READ_TOKENS)
-    cache_write = _first(attributes, semconv.CACHE_WRITE_TOKENS)
-    output = _first(attributes, semconv.OUTPUT_TOKENS)
-    reasoning = _first(attributes, semconv.REASONING_TOKENS)
+    reported_input = _first(attributes, families.INPUT_TOKENS)
+    cache_read = _first(attributes, families.CACHE_READ_TOKENS)
+    cache_write = _first(attributes, families.CACHE_WRITE_TOKENS)
+    output = _first(attributes, families.OUTPUT_TOKENS)
+    reasoning = _first(attributes, families.REASONING_TOKENS)
 
-    logfire = _logfire_raw(attributes)
-    if logfire and cache_read is None:
-        cache_read = _count(logfire.get("cache_read_input_tokens"))
-        if cache_read is None:
-            cache_read = _count((logfire.get("prompt_tokens_details") or {}).get("cached_tokens"))
-    if logfire and cache_write is None:
-        cache_write = _count(logfire.get("cache_creation_input_tokens"))
+    for family in families.FAMILIES:
+        if family.usage_fallback is not None and (cache_read is None or cache_write is None):
+            found = family.usage_fallback(attributes)
+            if cache_read is None:
+                cache_read = _first_count(found.get("cache_read", ()))
+            if cache_write is None:
+                cache_write = _first_count(found.get("cache_write", ()))
 
-    if reported_input is not None and scope_name.lower().startswith(_OMITS_ZERO_FIGURES):
+    omits_zero_figures = any(family.omits_zero_figures(scope_name) for family in families.FAMILIES)
+    if reported_input is not None and omits_zero_figures:
         if cache_read is None:
             cache_read = 0
         if cache_write is None:
@@ -135,7 +108,7 @@ def normalise_usage(
         cache_write = 0
         notes.append(f"cache_write taken as 0: {provider} reports no cache writes")
 
-    exclusive = _input_excludes_cache(scope_name, scope_version)
+    exclusive = any(family.input_excludes_cache(scope_name, scope_version) for family in families.FAMILIES)
     if exclusive:
         notes.append(f"{scope_name} {scope_version} reports input without cached tokens")
     elif reported_input is not None and (cache_read or 0) + (cache_write or 0) > reported_input:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxcore.analysis import tools
+from ctxcore.analysis.config import AnalysisConfig
 from ctxcore.analysis.conflicts import CONFLICTING_VERSIONS, SUPERSEDED_INCLUDED
 from ctxcore.analysis.inputs import CallInput
 from ctxcore.catalogue import finding_type, fix
@@ -60,6 +61,31 @@ class Finding:
 
 
 Candidate = tuple[str | None, Finding]
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What a call's rules see besides the call: its analyses so far and the state carried to it."""
+
+    cache: Mapping
+    conflicts: Sequence[Mapping]
+    buckets: Mapping
+    previous_kept: Sequence[Sequence]
+    previous_seq: int | None
+    config: AnalysisConfig
+
+
+def call_candidates(call: CallInput, context: CallContext) -> list[Candidate]:
+    """Every rule that looks at one call, in order. A new rule is a function below and a line here."""
+    config = context.config
+    return [
+        *cache_findings(call, context.cache),
+        *conflict_findings(call, context.conflicts),
+        *dropped_findings(call, context.previous_kept, context.previous_seq),
+        *budget_findings(call, context.buckets),
+        *window_findings(call, context.buckets, config.lost_in_middle_tokens, config.duplicate_tokens),
+        *unknown_tool_findings(call),
+    ]
 
 
 def cache_findings(call: CallInput, cache: Mapping) -> list[Candidate]:

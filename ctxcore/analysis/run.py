@@ -83,14 +83,8 @@ def analyse_call(
     cache, recent = analyse_cache(call, state["recent"], buckets, price, config.recent_calls)
     found_conflicts = conflicts.call_conflicts(call.items, state["versions"])
 
-    candidates = [
-        *findings.cache_findings(call, cache),
-        *findings.conflict_findings(call, found_conflicts),
-        *findings.dropped_findings(call, state["kept"], state["seq"]),
-        *findings.budget_findings(call, buckets),
-        *findings.window_findings(call, buckets, config.lost_in_middle_tokens, config.duplicate_tokens),
-        *findings.unknown_tool_findings(call),
-    ]
+    context = findings.CallContext(cache, found_conflicts, buckets, state["kept"], state["seq"], config)
+    candidates = findings.call_candidates(call, context)
     once = state["once"]
     dominant = findings.tool_results_finding(call, buckets)
     if dominant is not None and dominant.type not in once:

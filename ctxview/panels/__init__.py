@@ -4,16 +4,12 @@ A panel reads what it needs (``load``: the only part that touches the database, 
 ``ctxview.panels.load``), shapes it with pure functions (``compute``: plain data in, plain data out, no
 Django), and may draw it (``figure``: a plotly figure as a plain dict, which the template embeds with
 ``json_script`` and static/ctxview/plots.js draws after each htmx swap). ``params`` validates the
-query string once and raises ``BadParameter`` with the sentence the 400 shows.
+query string once (with ``ctxview.params``) and raises ``BadParameter`` with the sentence the 400 shows.
 """
 
 import functools
 from collections.abc import Mapping
 from typing import Any, Protocol
-
-
-class BadParameter(ValueError):
-    """A query parameter the UI cannot use; the message is shown to the user as is."""
 
 
 class Panel(Protocol):
@@ -28,32 +24,6 @@ class Panel(Protocol):
     def compute(self, data: Any, params: Mapping[str, Any]) -> dict: ...
 
     def summary(self, result: Mapping[str, Any]) -> str: ...
-
-
-def int_param(
-    query: Mapping[str, str], name: str, default: int | None, minimum: int, maximum: int
-) -> int | None:
-    """A whole number from the query string, within bounds; empty or missing gives ``default``."""
-    value = (query.get(name) or "").strip()
-    if not value:
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        raise BadParameter(f"{name} must be a whole number, not {value[:40]!r}") from None
-    if not minimum <= number <= maximum:
-        raise BadParameter(f"{name} must be between {minimum} and {maximum}")
-    return number
-
-
-def choice_param(query: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
-    """One of ``choices`` from the query string; missing gives ``default``."""
-    value = (query.get(name) or "").strip()
-    if not value:
-        return default
-    if value not in choices:
-        raise BadParameter(f"{name} must be one of: {', '.join(choices)}")
-    return value
 
 
 @functools.cache

@@ -4,7 +4,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ctxcore import catalogue
-from ctxview.panels import BadParameter, help, int_param
+from ctxview.panels import help
+from ctxview.params import BadParameter, int_param
 
 PAGE = 50
 

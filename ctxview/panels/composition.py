@@ -3,8 +3,9 @@
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxview.panels import choice_param, help, palette
+from ctxview.panels import help, palette
 from ctxview.panels.plot import axis, base_layout, config, links, plot_text
+from ctxview.params import choice_param
 
 # Above this many points per-call charts are binned (each point the largest window of its bin).
 MAX_POINTS = 1500

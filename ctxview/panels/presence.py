@@ -11,8 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from ctxview.panels import BadParameter, help, int_param, palette
+from ctxview.panels import help, palette
 from ctxview.panels.plot import base_layout, config, plot_text
+from ctxview.params import BadParameter, int_param
 
 MAX_COLUMNS = 200
 ROWS = 120

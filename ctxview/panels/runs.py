@@ -3,7 +3,7 @@
 from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, time
 
-from ctxview.panels import BadParameter, int_param
+from ctxview.params import BadParameter, int_param
 
 PAGE_SIZE = 25
 # Sort keys the list offers, and the column each sorts by (the query code maps them to SQL).

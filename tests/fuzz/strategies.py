@@ -17,7 +17,8 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from ingest import semconv
+from ingest import families, semconv
+from ingest.families import logfire, openinference, openllmetry, otel_events, otel_genai, pydantic_ai
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 UINT64 = st.integers(0, 2**64 - 1)
@@ -58,22 +59,22 @@ NASTY_STRINGS = [
 
 KEYS = [
     semconv.OPERATION_NAME,
-    semconv.OPENINFERENCE_SPAN_KIND,
-    semconv.TRACELOOP_SPAN_KIND,
-    semconv.LEGACY_REQUEST_TYPE,
+    openinference.SPAN_KIND,
+    openllmetry.SPAN_KIND,
+    openllmetry.REQUEST_TYPE,
     semconv.CTXVIEW_RUN_ID,
     semconv.CTXVIEW_TURN,
     semconv.CTXVIEW_MANIFEST,
     semconv.CONVERSATION_ID,
     semconv.SESSION_ID,
-    semconv.INPUT_MESSAGES,
-    semconv.OUTPUT_MESSAGES,
-    semconv.SYSTEM_INSTRUCTIONS,
-    semconv.TOOL_DEFINITIONS,
-    semconv.LEGACY_PROMPT,
-    semconv.LEGACY_COMPLETION,
-    semconv.LOGFIRE_RAW_USAGE,
-    semconv.PYDANTIC_AI_REQUEST_PARAMETERS,
+    otel_genai.INPUT_MESSAGES,
+    otel_genai.OUTPUT_MESSAGES,
+    otel_genai.SYSTEM_INSTRUCTIONS,
+    otel_genai.TOOL_DEFINITIONS,
+    otel_genai.LEGACY_PROMPT,
+    otel_genai.LEGACY_COMPLETION,
+    logfire.RAW_USAGE,
+    pydantic_ai.REQUEST_PARAMETERS,
     semconv.SERVICE_NAME,
     semconv.EVENT_NAME_ATTRIBUTE,
     *semconv.REQUEST_MODEL,
@@ -81,23 +82,23 @@ KEYS = [
     *semconv.RESPONSE_ID,
     *semconv.FINISH_REASONS,
     *semconv.AGENT_NAME,
-    *semconv.INPUT_TOKENS,
-    *semconv.OUTPUT_TOKENS,
-    *semconv.CACHE_READ_TOKENS,
-    *semconv.CACHE_WRITE_TOKENS,
-    *semconv.REASONING_TOKENS,
+    *families.INPUT_TOKENS,
+    *families.OUTPUT_TOKENS,
+    *families.CACHE_READ_TOKENS,
+    *families.CACHE_WRITE_TOKENS,
+    *families.REASONING_TOKENS,
     *semconv.TOOL_NAME,
     *semconv.TOOL_CALL_ID,
     *semconv.TOOL_CALL_ARGUMENTS,
     *semconv.TOOL_CALL_RESULT,
 ]
 FLATTENED_PREFIXES = [
-    semconv.OPENINFERENCE_INPUT_MESSAGES,
-    semconv.OPENINFERENCE_OUTPUT_MESSAGES,
-    semconv.OPENINFERENCE_TOOLS,
-    semconv.LEGACY_PROMPT,
-    semconv.LEGACY_COMPLETION,
-    semconv.LEGACY_FUNCTIONS,
+    openinference.INPUT_MESSAGES,
+    openinference.OUTPUT_MESSAGES,
+    openinference.TOOLS,
+    otel_genai.LEGACY_PROMPT,
+    otel_genai.LEGACY_COMPLETION,
+    openllmetry.FUNCTIONS,
 ]
 FLATTENED_TAILS = [
     "message.role",
@@ -117,11 +118,11 @@ FLATTENED_TAILS = [
     "",
 ]
 EVENT_NAMES = [
-    semconv.EVENT_CONTENT_PROMPT,
-    semconv.EVENT_CONTENT_COMPLETION,
-    semconv.EVENT_OPERATION_DETAILS,
-    semconv.EVENT_CHOICE,
-    *semconv.EVENT_MESSAGE_ROLES,
+    otel_genai.EVENT_CONTENT_PROMPT,
+    otel_genai.EVENT_CONTENT_COMPLETION,
+    otel_genai.EVENT_OPERATION_DETAILS,
+    otel_events.EVENT_CHOICE,
+    *otel_events.EVENT_MESSAGE_ROLES,
     "exception",
 ]
 OPERATIONS = ["chat", "generate_content", "text_completion", "execute_tool", "invoke_agent", "embeddings", ""]
@@ -353,10 +354,10 @@ def _attribute_value(key: str, draw) -> AnyValue:
     if draw(st.integers(0, 3)) == 0:
         return draw(any_values())
     if key in (
-        semconv.INPUT_MESSAGES,
-        semconv.OUTPUT_MESSAGES,
-        semconv.SYSTEM_INSTRUCTIONS,
-        semconv.TOOL_DEFINITIONS,
+        otel_genai.INPUT_MESSAGES,
+        otel_genai.OUTPUT_MESSAGES,
+        otel_genai.SYSTEM_INSTRUCTIONS,
+        otel_genai.TOOL_DEFINITIONS,
     ):
         return AnyValue(
             string_value=draw(st.one_of(st.builds(_json_text, messages(), st.booleans()), strings()))
@@ -369,10 +370,10 @@ def _attribute_value(key: str, draw) -> AnyValue:
         return AnyValue(string_value=draw(st.sampled_from(OPERATIONS)))
     if (
         key
-        in semconv.INPUT_TOKENS
-        + semconv.OUTPUT_TOKENS
-        + semconv.CACHE_READ_TOKENS
-        + semconv.CACHE_WRITE_TOKENS
+        in families.INPUT_TOKENS
+        + families.OUTPUT_TOKENS
+        + families.CACHE_READ_TOKENS
+        + families.CACHE_WRITE_TOKENS
         + (semconv.CTXVIEW_TURN,)
     ):
         return draw(

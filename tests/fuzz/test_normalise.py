@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest import manifest, normalise, otlp
+from ingest import families, manifest, normalise, otlp
+from ingest.families import logfire, otel_genai, pydantic_ai
 from ingest.usage import normalise_usage, provider_name
 from tests.fuzz import strategies
 from tests.fuzz.conftest import CASES, bounded, budget
@@ -185,18 +186,18 @@ def test_usage_is_a_split_of_storable_counts_whatever_the_attributes(data):
 
 
 NASTY_KEYS = [
-    normalise.semconv.INPUT_MESSAGES,
-    normalise.semconv.OUTPUT_MESSAGES,
-    normalise.semconv.SYSTEM_INSTRUCTIONS,
-    normalise.semconv.TOOL_DEFINITIONS,
+    otel_genai.INPUT_MESSAGES,
+    otel_genai.OUTPUT_MESSAGES,
+    otel_genai.SYSTEM_INSTRUCTIONS,
+    otel_genai.TOOL_DEFINITIONS,
     normalise.semconv.CTXVIEW_MANIFEST,
     normalise.semconv.CTXVIEW_TURN,
-    normalise.semconv.LOGFIRE_RAW_USAGE,
-    normalise.semconv.PYDANTIC_AI_REQUEST_PARAMETERS,
-    normalise.semconv.INPUT_TOKENS[0],
-    normalise.semconv.CACHE_READ_TOKENS[0],
+    logfire.RAW_USAGE,
+    pydantic_ai.REQUEST_PARAMETERS,
+    families.INPUT_TOKENS[0],
+    families.CACHE_READ_TOKENS[0],
     normalise.semconv.FINISH_REASONS[0],
-    normalise.semconv.LEGACY_PROMPT,
+    otel_genai.LEGACY_PROMPT,
     "llm.input_messages.0.message.content",
     "llm.input_messages.².message.role",
     "llm.tools.0.tool.json_schema",
@@ -217,11 +218,9 @@ def test_each_nasty_string_in_each_key_the_normaliser_reads(key):
             "start_time_unix_nano": 1,
             "end_time_unix_nano": 2,
             "attributes": {normalise.semconv.OPERATION_NAME: "chat", key: text},
-            "events": [
-                {"name": normalise.semconv.EVENT_CONTENT_PROMPT, "attributes": {"gen_ai.prompt": text}}
-            ],
+            "events": [{"name": otel_genai.EVENT_CONTENT_PROMPT, "attributes": {"gen_ai.prompt": text}}],
         }
-        events = [normalise.Event(normalise.semconv.EVENT_OPERATION_DETAILS, {key: text}, text)]
+        events = [normalise.Event(otel_genai.EVENT_OPERATION_DETAILS, {key: text}, text)]
         with bounded(30):
             record = normalise.call_record(row, {}, events)
         assert_record_storable(record)

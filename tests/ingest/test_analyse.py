@@ -136,7 +136,7 @@ def test_calls_appended_by_a_batch_are_analysed_in_it_as_the_task_would(send, pr
     """Several calls per request (two chunks, a checkpoint): analysed while the batch stores them, with
     no analysis task; the result equals the task's, run from the first call."""
     enqueued = []
-    monkeypatch.setattr("ingest.store.enqueue_analysis", enqueued.append)
+    monkeypatch.setattr("ingest.tasks.enqueue_analysis", enqueued.append)
     monkeypatch.setattr("ingest.analyse.CHUNK", 7)
     requests = call_requests(40)
     for part in (requests[:3], requests[3:33], requests[33:]):
@@ -161,7 +161,7 @@ def test_calls_appended_by_a_batch_are_analysed_in_it_as_the_task_would(send, pr
 
 def test_a_run_whose_analysis_lags_is_left_to_the_task(send, project, monkeypatch):  # noqa: F811
     enqueued = []
-    monkeypatch.setattr("ingest.store.enqueue_analysis", enqueued.append)
+    monkeypatch.setattr("ingest.tasks.enqueue_analysis", enqueued.append)
     requests = call_requests(4)
     send(requests[0])
     run = Run.objects.get()

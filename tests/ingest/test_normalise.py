@@ -6,6 +6,7 @@ import pytest
 
 from ctxcore.vocabulary import digest, render
 from ingest import normalise
+from ingest.families.messages import message
 
 
 def span(attributes, events=(), name="chat m", trace_id="a" * 32, span_id="b" * 16, parent=""):
@@ -137,9 +138,7 @@ def test_the_same_message_keeps_its_id_across_calls_and_repeats_get_a_suffix():
         {"role": "assistant", "parts": [{"type": "text", "content": "ok"}]},
         OTEL_MESSAGES[1],
     ]
-    one = normalise.derive_items(
-        None, None, [normalise._message(m["role"], m["parts"]) for m in first], fixed_tokens
-    )
+    one = normalise.derive_items(None, None, [message(m["role"], m["parts"]) for m in first], fixed_tokens)
     two = normalise.derive_items(None, None, second, fixed_tokens)
     assert one[0].id == two[0].id
     assert two[2].id == two[0].id + "#2"

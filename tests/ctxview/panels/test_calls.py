@@ -1,6 +1,7 @@
 import pytest
 
-from ctxview.panels import BadParameter, calls
+from ctxview.panels import calls
+from ctxview.params import BadParameter
 from tests.ctxview.panels.rows import series_row
 
 

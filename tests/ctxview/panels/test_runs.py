@@ -2,7 +2,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ctxview.panels import BadParameter, runs
+from ctxview.panels import runs
+from ctxview.params import BadParameter
 
 CHOICES = (["svc-a"], ["m1"], ["fact_dropped"])
 

@@ -1,0 +1,120 @@
+"""The telemetry families ctxview reads, in order of preference: one module each. No Django here.
+
+A new family is one module here (its keys, how it marks spans, reads content, reports usage) and one
+line in ``FAMILIES``; ``ingest.normalise`` and ``ingest.usage`` read every family through this registry.
+Where two families could read the same span, the earlier one's reading wins.
+"""
+
+from ingest.families import logfire, openinference, openllmetry, otel_events, otel_genai, pydantic_ai
+from ingest.families.base import AGENT, MODEL_CALL, TOOL, Family, Read
+from ingest.families.messages import Event
+
+FAMILIES: tuple[Family, ...] = (
+    otel_genai.FAMILY,
+    openinference.FAMILY,
+    openllmetry.FAMILY,
+    otel_events.FAMILY,  # only where no family found messages on the span itself
+    pydantic_ai.FAMILY,
+    logfire.FAMILY,
+)
+
+# When families disagree on what a span is (a span carrying two families' marks), the model call wins.
+_PRIORITY = {MODEL_CALL: 0, TOOL: 1, AGENT: 2}
+
+
+def classify(name: str, attributes: dict) -> str | None:
+    """model_call, tool, agent, or None for spans no family interprets."""
+    best = None
+    for family in FAMILIES:
+        kind = family.kind_of(name, attributes)
+        if kind is not None and (best is None or _PRIORITY[kind] < _PRIORITY[best]):
+            best = kind
+    return best
+
+
+def input_messages(attributes: dict, content: dict, events: list[Event]) -> Read:
+    """The input messages and the attribute keys they came from (None: content not captured)."""
+    for family in FAMILIES:
+        if family.input_messages is not None:
+            messages, keys = family.input_messages(attributes, content, events)
+            if messages is not None:
+                return messages, keys
+    return None, []
+
+
+def output_messages(attributes: dict, content: dict, events: list[Event]) -> Read:
+    for family in FAMILIES:
+        if family.output_messages is not None:
+            messages, keys = family.output_messages(attributes, content, events)
+            if messages is not None:
+                return messages, keys
+    return None, []
+
+
+def system_parts(attributes: dict, content: dict) -> Read:
+    for family in FAMILIES:
+        if family.system is not None:
+            parts, keys = family.system(attributes, content)
+            if parts is not None:
+                return parts, keys
+    return None, []
+
+
+def tool_definitions(attributes: dict, content: dict) -> Read:
+    """Tool definitions in whatever shape the family sends them (OTel, OpenAI, Anthropic, flattened)."""
+    for family in FAMILIES:
+        if family.tools is not None:
+            definitions, keys = family.tools(attributes, content)
+            if definitions is not None:
+                return definitions, keys
+    return None, []
+
+
+def _joined(name: str) -> tuple:
+    return tuple(dict.fromkeys(value for family in FAMILIES for value in getattr(family, name)))
+
+
+def _usage_keys(figure: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(key for family in FAMILIES for key in getattr(family.usage, figure)))
+
+
+content_attributes = otel_genai.content_attributes  # the lingua franca: other readers see its keys too
+
+CONTENT_KEYS: tuple[str, ...] = _joined("content_keys")
+CONTENT_PREFIXES: tuple[str, ...] = _joined("content_prefixes")
+OTHER_CONTENT_KEYS: tuple[str, ...] = _joined("other_content_keys")
+OTHER_CONTENT_PREFIXES: tuple[str, ...] = _joined("other_content_prefixes")
+CONTENT_EVENTS = frozenset(_joined("content_events"))
+CONTENT_LOG_EVENTS = frozenset(_joined("content_log_events"))
+
+INPUT_TOKENS = _usage_keys("input")
+OUTPUT_TOKENS = _usage_keys("output")
+CACHE_READ_TOKENS = _usage_keys("cache_read")
+CACHE_WRITE_TOKENS = _usage_keys("cache_write")
+REASONING_TOKENS = _usage_keys("reasoning")
+
+__all__ = [
+    "AGENT",
+    "CACHE_READ_TOKENS",
+    "CACHE_WRITE_TOKENS",
+    "CONTENT_EVENTS",
+    "CONTENT_KEYS",
+    "CONTENT_LOG_EVENTS",
+    "CONTENT_PREFIXES",
+    "FAMILIES",
+    "INPUT_TOKENS",
+    "MODEL_CALL",
+    "OTHER_CONTENT_KEYS",
+    "OTHER_CONTENT_PREFIXES",
+    "OUTPUT_TOKENS",
+    "REASONING_TOKENS",
+    "TOOL",
+    "Event",
+    "Family",
+    "classify",
+    "content_attributes",
+    "input_messages",
+    "output_messages",
+    "system_parts",
+    "tool_definitions",
+]

@@ -1,0 +1,134 @@
+"""Reading content of any shape into the OTel message shape ``{"role", "parts": [...]}``. No Django here.
+
+The families share these: values may be JSON strings or OTLP structured values, flattened into indexed
+keys (``prefix.0.message.role``), in any provider's block shape (Anthropic, OpenAI, OTel parts).
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from ctxcore.vocabulary import render
+from ingest import otlp
+
+
+@dataclass(frozen=True)
+class Event:
+    """A content event tied to a span: a span event or a log record."""
+
+    name: str
+    attributes: dict
+    body: Any = None
+
+
+def parse_json(value: Any) -> Any:
+    """A JSON string parsed, anything else as is; unparseable strings stay strings."""
+    if isinstance(value, str):
+        stripped = value.lstrip()
+        if stripped[:1] in ("[", "{", '"'):
+            try:
+                return otlp.json_value(value)
+            except ValueError:
+                return value
+    return value
+
+
+def nest(attributes: dict, prefix: str) -> dict:
+    """Flattened keys (``prefix.0.message.role``) as nested dicts (``{"0": {"message": {"role": …}}}``)."""
+    root: dict = {}
+    start = len(prefix) + 1
+    for key, value in attributes.items():
+        if not key.startswith(prefix + "."):
+            continue
+        node = root
+        parts = key[start:].split(".")
+        for part in parts[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = node[part] = {}
+            node = child
+        node[parts[-1]] = value
+    return root
+
+
+def is_number(text: str, max_digits: int) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= max_digits
+
+
+def indexed(mapping: Any) -> list:
+    """Values of a dict keyed by "0", "1", … in index order."""
+    if not isinstance(mapping, dict):
+        return []
+    # isdigit() alone accepts "²", which int() refuses; indexes past 9 digits are not real either.
+    keys = sorted((key for key in mapping if is_number(key, 9)), key=int)
+    return [mapping[key] for key in keys]
+
+
+def block_part(block: Any) -> dict:
+    """One content block of any provider's shape as an OTel message part."""
+    if isinstance(block, str):
+        return {"type": "text", "content": block}
+    if not isinstance(block, dict):
+        return {"type": "text", "content": render(block)}
+    kind = block.get("type")
+    if kind == "text":
+        text = block.get("content", block.get("text", ""))
+        return {"type": "text", "content": text if isinstance(text, str) else render(text)}
+    if kind in ("tool_use", "function_call"):
+        return {
+            "type": "tool_call",
+            "id": block.get("id"),
+            "name": block.get("name"),
+            "arguments": block.get("input"),
+        }
+    if kind == "tool_result":
+        return {
+            "type": "tool_call_response",
+            "id": block.get("tool_use_id"),
+            "response": block.get("content"),
+        }
+    if kind == "tool_call_response" and "response" not in block and "result" in block:
+        # The registry's example says "result"; the schema says "response".
+        return {"type": "tool_call_response", "id": block.get("id"), "response": block.get("result")}
+    return block
+
+
+def parts_of(content: Any) -> list[dict]:
+    """A message's content (a string, a block, a list of blocks, or such a list as JSON) as parts."""
+    content = parse_json(content) if isinstance(content, str) and content.lstrip()[:1] == "[" else content
+    if content is None or content == "":
+        return []
+    if isinstance(content, list):
+        return [block_part(block) for block in content]
+    return [block_part(content)]
+
+
+def tool_call_parts(tool_calls: Any) -> list[dict]:
+    """OpenAI-style ``tool_calls`` (``{id, function: {name, arguments}}``) or flattened ones, as parts."""
+    calls = tool_calls if isinstance(tool_calls, list) else indexed(tool_calls)
+    parts = []
+    for call in calls:
+        if not isinstance(call, dict):
+            continue
+        call = call.get("tool_call", call)
+        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": call.get("id"),
+                "name": function.get("name", call.get("name")),
+                "arguments": function.get("arguments", call.get("arguments")),
+            }
+        )
+    return parts
+
+
+def tool_response(call_id: Any, response: Any) -> list[dict]:
+    """The parts of a tool result message: one response to one tool call."""
+    return [{"type": "tool_call_response", "id": call_id, "response": response}]
+
+
+def message(role: Any, parts: list[dict], name: Any = None) -> dict:
+    built = {"role": str(role or "user").lower(), "parts": parts}
+    if name:
+        built["name"] = name
+    return built

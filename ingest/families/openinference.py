@@ -1,0 +1,101 @@
+"""OpenInference (Arize Phoenix's instrumentations): spans marked by ``openinference.span.kind``.
+
+Messages and tools are flattened into indexed keys (``llm.input_messages.0.message.role``,
+``llm.tools.0.tool.json_schema``); usage in ``llm.token_count.*``, the prompt figure including cached
+tokens — except the Bedrock instrumentation and the Anthropic one before 0.1.14 (conventions.md §6).
+"""
+
+from ingest.families.base import AGENT, MODEL_CALL, TOOL, Family, Read, UsageKeys, version_tuple
+from ingest.families.messages import (
+    Event,
+    indexed,
+    message,
+    nest,
+    parse_json,
+    parts_of,
+    tool_call_parts,
+    tool_response,
+)
+
+SPAN_KIND = "openinference.span.kind"
+KINDS = {"LLM": MODEL_CALL, "TOOL": TOOL, "AGENT": AGENT}
+INPUT_MESSAGES = "llm.input_messages"
+OUTPUT_MESSAGES = "llm.output_messages"
+TOOLS = "llm.tools"
+
+
+def kind_of(name: str, attributes: dict) -> str | None:
+    return KINDS.get(str(attributes.get(SPAN_KIND) or "").upper())
+
+
+def _messages(attributes: dict, prefix: str) -> list[dict] | None:
+    entries = indexed(nest(attributes, prefix))
+    if not entries:
+        return None
+    messages = []
+    for entry in entries:
+        fields = entry.get("message", {}) if isinstance(entry, dict) else {}
+        parts = []
+        for content in indexed(fields.get("contents")):
+            block = content.get("message_content", {}) if isinstance(content, dict) else {}
+            kind = block.get("type", "text")
+            if kind == "text":
+                parts.append({"type": "text", "content": block.get("text", "")})
+            else:
+                parts.append({"type": kind, **{k: v for k, v in block.items() if k != "type"}})
+        if "content" in fields:
+            parts = parts_of(fields["content"]) + parts
+        parts += tool_call_parts(fields.get("tool_calls"))
+        if fields.get("tool_call_id"):
+            # OpenInference keeps a tool result's text in message.content with its call id beside it.
+            texts = [part.get("content") for part in parts if part.get("type") == "text"]
+            parts = tool_response(fields["tool_call_id"], "".join(texts))
+        messages.append(message(fields.get("role"), parts, fields.get("name")))
+    return messages
+
+
+def input_messages(attributes: dict, content: dict, events: list[Event]) -> Read:
+    messages = _messages(attributes, INPUT_MESSAGES)
+    return messages, [INPUT_MESSAGES + "."] if messages is not None else []
+
+
+def output_messages(attributes: dict, content: dict, events: list[Event]) -> Read:
+    messages = _messages(attributes, OUTPUT_MESSAGES)
+    return messages, [OUTPUT_MESSAGES + "."] if messages is not None else []
+
+
+def tools(attributes: dict, content: dict) -> Read:
+    found = [
+        schema
+        for entry in indexed(nest(attributes, TOOLS))
+        if isinstance(entry, dict)
+        and isinstance(schema := parse_json((entry.get("tool") or {}).get("json_schema")), dict)
+    ]
+    return (found, [TOOLS + "."]) if found else (None, [])
+
+
+def input_excludes_cache(scope_name: str, scope_version: str) -> bool:
+    name = scope_name.lower()
+    if name.startswith("openinference.instrumentation.bedrock"):
+        return True
+    version = version_tuple(scope_version)
+    anthropic = name.startswith("openinference.instrumentation.anthropic")
+    return anthropic and bool(version) and version < (0, 1, 14)
+
+
+FAMILY = Family(
+    name="openinference",
+    kind_of=kind_of,
+    input_messages=input_messages,
+    output_messages=output_messages,
+    tools=tools,
+    content_prefixes=(INPUT_MESSAGES + ".", OUTPUT_MESSAGES + ".", TOOLS + "."),
+    usage=UsageKeys(
+        input=("llm.token_count.prompt",),
+        output=("llm.token_count.completion",),
+        cache_read=("llm.token_count.prompt_details.cache_read",),
+        cache_write=("llm.token_count.prompt_details.cache_write",),
+        reasoning=("llm.token_count.completion_details.reasoning",),
+    ),
+    input_excludes_cache=input_excludes_cache,
+)
