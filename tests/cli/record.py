@@ -480,13 +480,17 @@ def _text(value: bytes | str | None) -> str:
     return value or ""
 
 
+def unshare_command() -> list[str]:
+    """A new network namespace; without root, inside a new user namespace mapped to root (-r)."""
+    return ["unshare", "-n"] if os.geteuid() == 0 else ["unshare", "-r", "-n"]
+
+
 def run_isolated(name: str, out: Path) -> None:
     """Run ``record`` for one scenario in a fresh network namespace where only loopback is up."""
     if shutil.which("unshare") is None:
         raise RecordError("unshare (util-linux) is needed to cut the CLI off the network")
-    command = [
-        "unshare", "-n", "--", sys.executable, "-m", "tests.cli.record", INSIDE_FLAG, name, "--out", str(out),
-    ]  # fmt: skip
+    inside = [sys.executable, "-m", "tests.cli.record", INSIDE_FLAG, name, "--out", str(out)]
+    command = [*unshare_command(), "--", *inside]
     done = subprocess.run(command, cwd=ROOT, env=os.environ | {"PYTHONPATH": str(ROOT)})
     if done.returncode != 0:
         raise RecordError(f"recording {name} failed (exit {done.returncode}); see the output above")
