@@ -481,16 +481,31 @@ def _cannot_record() -> str | None:
     return None
 
 
+def _not_on_the_registry(cli: record.Cli) -> str | None:
+    """Why the pinned CLI cannot be installed, or None; asks the registry once, briefly, if need be."""
+    if record.installed_version(cli):
+        return None
+    spec = f"{cli.package}@{cli.version}"
+    try:
+        found = subprocess.run(["npm", "view", spec, "version"], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return f"the npm registry did not answer for {spec} within 60 s"
+    if found.returncode != 0 or cli.version not in found.stdout:
+        return f"the npm registry does not serve {spec}: {found.stderr.strip()[-300:]}"
+    return None
+
+
 @pytest.mark.cli
 @pytest.mark.parametrize("scenario", E2E)
 def test_a_fresh_recording_shows_the_same_facts(scenario, tmp_path):
     """Needs node, npm and the npm registry (the install is cached in .cache/cli), and root or user
     namespaces for ``unshare -n``. Skipped otherwise, with the reason; required (failing instead)
     when CTXVIEW_REQUIRE_INSTRUMENTED=1, as in CI."""
-    reason = _cannot_record()
+    cli = record.CLIS[record.SCENARIOS[scenario].cli]
+    reason = _cannot_record() or _not_on_the_registry(cli)
     if reason is None:
         try:
-            record.install(record.CLIS[record.SCENARIOS[scenario].cli])
+            record.install(cli)
         except (record.RecordError, subprocess.TimeoutExpired) as exc:
             reason = f"cannot install the CLI from npm: {exc}"
     if reason:
