@@ -218,6 +218,13 @@ trace_exporter = {{ otlp-http = {{ endpoint = "{run.otlp_url}/v1/traces", protoc
     return env, {".codex/config.toml": config}
 
 
+def codex_json_configure(run: Run) -> tuple[dict[str, str], dict[str, str]]:
+    env, files = codex_configure(run)
+    return env, {
+        name: text.replace('protocol = "binary"', 'protocol = "json"') for name, text in files.items()
+    }
+
+
 def codex_turns(run: Run) -> list[list[str]]:
     return [
         ["exec", "--skip-git-repo-check", PROMPT_1],
@@ -285,6 +292,9 @@ SCENARIOS = {
                  "config.toml [otel] with otlp-http (binary) exporter and trace_exporter, a custom "
                  "model provider (wire_api=responses) pointing at the fake",
                  codex_steps, codex_configure, codex_turns),
+        Scenario("codex-json", "codex", fakes.OPENAI_RESPONSES,
+                 "as codex, with protocol = \"json\" (OTLP/JSON) for both exporters",
+                 codex_steps, codex_json_configure, codex_turns),
         Scenario("gemini-cli", "gemini-cli", fakes.GEMINI,
                  "settings.json telemetry target local, otlpProtocol http (OTLP/JSON), logPrompts; "
                  "GOOGLE_GEMINI_BASE_URL pointing at the fake",
@@ -431,6 +441,7 @@ def record(scenario: Scenario, out: Path) -> Path:
                 }
             )
         receiver.wait_quiet(QUIET)
+        keep_raw(receiver, folder / "otlp")
         problems += [f"step {name} was never asked for" for name in fake.unused_steps]
         problems += [f"export {error}" for error in receiver.errors]
         exports = [c.describe() for c in receiver.captures if c.signal != METRICS]
@@ -472,6 +483,17 @@ def record(scenario: Scenario, out: Path) -> Path:
     stale = out / f"{scenario.name}.failed.json"
     stale.unlink(missing_ok=True)
     return path
+
+
+def keep_raw(receiver: CaptureReceiver, folder: Path) -> None:
+    """Every export body exactly as it arrived (metrics too), next to the run, for exporter quirks
+    that decoding smooths over (the fixture keeps the decoded OTLP/JSON)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for capture in receiver.captures:
+        suffix = "json" if "json" in capture.content_type else "pb"
+        if capture.content_encoding:
+            suffix += f".{capture.content_encoding}"
+        (folder / f"{capture.index:03d}-{capture.signal or 'unknown'}.{suffix}").write_bytes(capture.raw)
 
 
 def _text(value: bytes | str | None) -> str:

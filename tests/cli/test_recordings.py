@@ -321,6 +321,11 @@ def codex_handle_responses_spans_carry_usage_without_model(doc: dict) -> None:
     assert len(all_spans) > 10 * len(requests)  # hundreds of internal spans around a few model calls
 
 
+def codex_json_sends_otlp_json(doc: dict) -> None:
+    """``protocol = "json"`` switches both exporters to OTLP/JSON, which ctxview decodes as is."""
+    assert {e["content_type"] for e in doc["exports"]} == {"application/json"}
+
+
 def codex_propagates_trace_context_to_the_provider(doc: dict) -> None:
     """Codex sends ``traceparent`` to the model API: its span is the request's transport span, the one
     the ``codex.api_request`` log record points at, in the trace of the request's usage span."""
@@ -418,6 +423,12 @@ FACTS = {
         codex_response_completed_logs_carry_the_fakes_usage,
         codex_handle_responses_spans_carry_usage_without_model,
         codex_propagates_trace_context_to_the_provider,
+    ],
+    "codex-json": [
+        codex_response_completed_logs_carry_the_fakes_usage,
+        codex_handle_responses_spans_carry_usage_without_model,
+        codex_propagates_trace_context_to_the_provider,
+        codex_json_sends_otlp_json,
     ],
     "gemini-cli": [
         gemini_api_response_logs_carry_the_fakes_usage,
