@@ -248,17 +248,25 @@ def gemini_steps(run: Run) -> list[Step]:
     ]  # fmt: skip
 
 
-def gemini_configure(run: Run) -> tuple[dict[str, str], dict[str, str]]:
-    settings = {
-        "telemetry": {
-            "enabled": True,
-            "target": "local",
-            "otlpEndpoint": run.otlp_url,
-            "otlpProtocol": "http",
-            "logPrompts": True,
-        },
-        "security": {"auth": {"selectedType": "gemini-api-key"}},
+def gemini_configure(traces: bool) -> Callable[[Run], tuple[dict[str, str], dict[str, str]]]:
+    def configure(run: Run) -> tuple[dict[str, str], dict[str, str]]:
+        return _gemini_configure(run, traces)
+
+    return configure
+
+
+def _gemini_configure(run: Run, traces: bool) -> tuple[dict[str, str], dict[str, str]]:
+    telemetry = {
+        "enabled": True,
+        "target": "local",
+        "otlpEndpoint": run.otlp_url,
+        "otlpProtocol": "http",
+        "logPrompts": True,
     }
+    if traces:
+        # Without it llm_call spans carry no usage and no messages (runInDevTraceSpan's tracesEnabled).
+        telemetry["traces"] = True
+    settings = {"telemetry": telemetry, "security": {"auth": {"selectedType": "gemini-api-key"}}}
     env = {
         "GEMINI_API_KEY": FAKE_KEY,
         "GOOGLE_GEMINI_BASE_URL": run.fake_url,
@@ -298,7 +306,10 @@ SCENARIOS = {
         Scenario("gemini-cli", "gemini-cli", fakes.GEMINI,
                  "settings.json telemetry target local, otlpProtocol http (OTLP/JSON), logPrompts; "
                  "GOOGLE_GEMINI_BASE_URL pointing at the fake",
-                 gemini_steps, gemini_configure, gemini_turns),
+                 gemini_steps, gemini_configure(traces=False), gemini_turns),
+        Scenario("gemini-cli-traces", "gemini-cli", fakes.GEMINI,
+                 "as gemini-cli, plus telemetry.traces=true (GEMINI_TELEMETRY_TRACES_ENABLED)",
+                 gemini_steps, gemini_configure(traces=True), gemini_turns),
     )
 }  # fmt: skip
 

@@ -9,7 +9,9 @@ re-recording that changes the shape of the telemetry fails here, loudly, with th
 from __future__ import annotations
 
 import functools
+import json
 import os
+import re
 import shutil
 import subprocess
 from collections import Counter
@@ -23,6 +25,8 @@ CLAUDE_TRACED = ["claude-code-traces", "claude-code-detailed"]
 SUBAGENT_STEPS = {"sub-read", "sub-answer"}
 CLAUDE_BODY_CUT = 61_440  # characters of api_request_body Claude Code keeps by default
 CLAUDE_CUT_MARKER = "[TRUNCATED - Content exceeds 60KB limit]"
+GEMINI_CUT = 10_000  # characters of a span attribute Gemini CLI keeps (truncateForTelemetry)
+GEMINI_CUT_MARKER = re.compile(r"\.\.\.\[TRUNCATED: original length (\d+)\]$")
 
 
 def by_request_id(records: list[dict], key: str = "request_id") -> dict[str, dict]:
@@ -360,21 +364,52 @@ def gemini_api_response_logs_carry_the_fakes_usage(doc: dict) -> None:
         assert {name: attributes[name] for name in expected} == expected
 
 
-def gemini_llm_call_spans_are_roots_without_usage(doc: dict) -> None:
+def gemini_llm_call_spans_are_roots(doc: dict) -> None:
     """One ``llm_call`` span per request, each the root of its own trace, with the system instructions
-    and tool definitions but no usage at all; the ``api_request`` log record points at it."""
+    and tool definitions; the ``api_request`` log record points at it."""
     spans = view.named(view.spans(doc), "llm_call")
     requests = view.model_requests(doc)
     assert len(spans) == len(requests) == len({s["trace_id"] for s in spans})
     for span in spans:
         attributes = span["attributes"]
         assert span["parent_span_id"] == "" and attributes["gen_ai.operation.name"] == "llm_call"
-        assert not [name for name in attributes if name.startswith("gen_ai.usage.")]
         assert attributes["gen_ai.system_instructions"] and attributes["gen_ai.tool.definitions"]
+        assert attributes["gen_ai.request.model"] == requests[0]["model"]
     requested = view.named(view.logs(doc), "gemini_cli.api_request")
     assert [(r["trace_id"], r["span_id"]) for r in requested] == [
         (s["trace_id"], s["span_id"]) for s in spans
     ]
+
+
+def gemini_llm_call_spans_carry_no_usage_without_traces(doc: dict) -> None:
+    """Without ``telemetry.traces`` the spans carry no usage and no messages."""
+    for span in view.named(view.spans(doc), "llm_call"):
+        assert not [name for name in span["attributes"] if name.startswith("gen_ai.usage.")]
+        assert "gen_ai.input.messages" not in span["attributes"]
+
+
+def gemini_llm_call_spans_carry_usage_and_messages_with_traces(doc: dict) -> None:
+    """With ``telemetry.traces``: input (including cached) and output (without thoughts) tokens, no
+    cache figure; input and output messages, cut to 10,000 characters plus a marker with the length."""
+    spans = view.named(view.spans(doc), "llm_call")
+    cut = 0
+    for request, span in zip(view.model_requests(doc), spans, strict=True):
+        attributes = span["attributes"]
+        assert attributes["gen_ai.usage.input_tokens"] == request["usage"]["promptTokenCount"]
+        assert attributes["gen_ai.usage.output_tokens"] == request["usage"]["candidatesTokenCount"]
+        assert sorted(n for n in attributes if n.startswith("gen_ai.usage.")) == [
+            "gen_ai.usage.input_tokens",
+            "gen_ai.usage.output_tokens",
+        ]
+        for name in ("gen_ai.input.messages", "gen_ai.output.messages"):
+            text = attributes[name]
+            marker = GEMINI_CUT_MARKER.search(text)
+            if marker:
+                cut += 1
+                assert len(text) == GEMINI_CUT + len(marker.group(0)) and int(marker.group(1)) > GEMINI_CUT
+            else:
+                assert json.loads(text)[0]["role"] in ("user", "model")
+    assert cut, "no message was long enough to be cut; the recording no longer tests the cut"
 
 
 def gemini_prompt_id_does_not_tell_calls_apart(doc: dict) -> None:
@@ -430,19 +465,23 @@ FACTS = {
         codex_propagates_trace_context_to_the_provider,
         codex_json_sends_otlp_json,
     ],
-    "gemini-cli": [
-        gemini_api_response_logs_carry_the_fakes_usage,
-        gemini_llm_call_spans_are_roots_without_usage,
-        gemini_prompt_id_does_not_tell_calls_apart,
-        gemini_operation_details_logs_repeat_usage,
-        gemini_resource_names_node_not_the_cli,
-    ],
+    "gemini-cli": [gemini_llm_call_spans_carry_no_usage_without_traces],
+    "gemini-cli-traces": [gemini_llm_call_spans_carry_usage_and_messages_with_traces],
 }
 for _name in CLAUDE_MODES:
     FACTS[_name] = [
         claude_api_request_logs_carry_the_fakes_exact_usage,
         claude_subagent_requests_carry_the_agent_id,
         claude_one_session_one_prompt_id_per_turn,
+        *FACTS[_name],
+    ]
+for _name in ("gemini-cli", "gemini-cli-traces"):
+    FACTS[_name] = [
+        gemini_api_response_logs_carry_the_fakes_usage,
+        gemini_llm_call_spans_are_roots,
+        gemini_prompt_id_does_not_tell_calls_apart,
+        gemini_operation_details_logs_repeat_usage,
+        gemini_resource_names_node_not_the_cli,
         *FACTS[_name],
     ]
 for _name in CLAUDE_TRACED:
@@ -476,8 +515,8 @@ def test_the_recording_shows(scenario, fact):
 # ---------------------------------------------------------------------------------------------
 # End to end: the real CLIs, installed from npm, recorded again
 # ---------------------------------------------------------------------------------------------
-# One scenario per CLI keeps the run short; the Claude Code one covers logs, traces and content.
-E2E = ["claude-code-detailed", "codex", "gemini-cli"]
+# One scenario per CLI keeps the run short; the Claude Code and Gemini ones cover the most.
+E2E = ["claude-code-detailed", "codex", "gemini-cli-traces"]
 
 
 def _cannot_record() -> str | None:
