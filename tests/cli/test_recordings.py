@@ -43,7 +43,8 @@ def js_length(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-def turn_of(step: str | None, scenario: str) -> int:
+def turn_of(step: str) -> int:
+    """Which ``claude -p`` a scripted step belongs to: only the step named turn-2 is in the second."""
     return 2 if step == "turn-2" else 1
 
 
@@ -121,7 +122,7 @@ def claude_one_session_one_prompt_id_per_turn(doc: dict) -> None:
     logs = by_request_id(view.named(view.logs(doc), "api_request"))
     prompt_ids: dict[int, set] = {1: set(), 2: set()}
     for step, request in view.scripted(doc).items():
-        prompt_ids[turn_of(step, doc["scenario"])].add(logs[request["request_id"]]["attributes"]["prompt.id"])
+        prompt_ids[turn_of(step)].add(logs[request["request_id"]]["attributes"]["prompt.id"])
     assert len(prompt_ids[1]) == len(prompt_ids[2]) == 1 and prompt_ids[1] != prompt_ids[2]
     assert len({r["attributes"]["session.id"] for r in logs.values()}) == 1
 
