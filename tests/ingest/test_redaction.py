@@ -1,6 +1,7 @@
 """Secrets are masked before anything is stored; hash-only projects keep hashes, not content."""
 
 import re
+import time
 import zlib
 
 import pytest
@@ -10,13 +11,14 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ingest.models import Call, Content, RawBatch
-from ingest.redact import DEFAULT_PATTERNS, PatternError, Redactor
+from ingest.redact import DEFAULT_PATTERNS, Budget, PatternError, Redactor
 from tests import factories
 from tests.factories import user_message
 from tests.ingest.test_calls import TRACE, send  # noqa: F401  (the fixture)
 
 SECRET = "sk-ant-api03-Zx9QmT4vLp7RsW2yKd8HnB5cFj3gVx"
 EMAIL = "jane.doe@example.com"
+REDACTOR = Redactor.from_patterns(DEFAULT_PATTERNS)
 
 
 def everything_stored() -> str:
@@ -110,8 +112,102 @@ def test_the_quick_check_on_raw_bytes_never_misses_a_default_pattern(name, patte
 def test_the_quick_check_passes_batches_without_secrets_and_other_patterns():
     redactor = Redactor.from_patterns(DEFAULT_PATTERNS)
     assert not redactor.might_match(b"\x0a\x12plain words, no keys: desk-top, a bear @ home")
-    # A project's own pattern is not screened on bytes: there \w is ASCII-only and would miss this.
-    own = Redactor.from_patterns([("nick", r"\w\w\wx")])
-    assert re.search(r"\w\w\wx", "äääx") and not re.search(rb"\w\w\wx", "äääx".encode())
-    assert own.might_match("äääx".encode())
+    # A project's own pattern is not screened on bytes: in a request, ^ would see the length byte
+    # before the string, not its start, and miss it.
+    own = Redactor.from_patterns([("nick", r"^\pL\pL\pLx")])
+    assert own.might_match(b"\x0a\x04" + "äääx".encode())
     assert own.mask("äääx") == "[REDACTED:nick]"
+
+
+# --- RE2: a project's pattern cannot stall the receiver (issue 18) -------------------------------
+
+
+def seconds(function) -> float:
+    started = time.perf_counter()
+    function()
+    return time.perf_counter() - started
+
+
+def test_a_pattern_that_backtracks_in_python_masks_in_linear_time():
+    redactor = Redactor.from_patterns([("runaway", r"(a+)+$")])
+    # Python's re took 3 s on 26 "a"s and a "!", four times more for every 2 more.
+    assert seconds(lambda: redactor.mask("a" * 28 + "!")) < 0.1
+    assert seconds(lambda: redactor.mask("a" * 1_000_000 + "!")) < 1
+    assert redactor.mask("xaaaa") == "x[REDACTED:runaway]"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [
+        (r"(?<=key=)\w+", "RE2 syntax"),  # look-behind
+        (r"(['\"]).*\1", "RE2 syntax"),  # back-reference
+        (r"x*", "matches the empty string"),
+        ("a" * 501, "longer than 500"),
+        (r"[a-z]{1000}[0-9]{1000}[a-f]{1000}[A-Z]{1000}x", "too complex"),
+    ],
+)
+def test_a_pattern_re2_cannot_run_well_is_refused_with_a_message(pattern, message):
+    with pytest.raises(PatternError, match=message):
+        Redactor.from_patterns([("own", pattern)])
+
+
+def test_a_stored_pattern_that_cannot_run_masks_every_string_whole():
+    stored = [*DEFAULT_PATTERNS, ("after_key", r"(?<=key=)\w+")]
+    redactor = Redactor.from_stored(stored)
+    assert [name for name, _ in redactor.unusable] == ["after_key"]
+    assert "RE2 syntax" in redactor.unusable[0][1]
+    assert redactor.might_match(b"nothing")  # no screen can vouch for a pattern that cannot run
+    assert redactor.mask("gen_ai.usage.input_tokens") == "[REDACTED:after_key]"
+    assert redactor.mask("") == ""
+    assert Redactor.from_stored(DEFAULT_PATTERNS).unusable == ()
+
+
+def test_a_pattern_that_rescans_the_text_for_every_match_stops_at_the_budget():
+    # Each search is linear, but a*c|a looks to the end of the text for a "c" before taking each "a":
+    # all matches of 200 000 "a"s would take minutes (40 000: 2.3 s).
+    redactor = Redactor.from_patterns([("rescan", r"a*c|a")])
+    budget = Budget(0.2)
+    assert seconds(lambda: redactor.mask("a" * 200_000, budget)) < 1
+    assert budget.exceeded
+    assert redactor.mask("every other string", budget) == "[REDACTED:time_limit]"
+    assert redactor.mask("ab c", Budget(5)) == "[REDACTED:rescan]b [REDACTED:rescan]"
+
+
+def test_an_empty_match_masks_nothing_and_nested_groups_keep_the_name():
+    redactor = Redactor.from_patterns([("word_end", r"\b(x)?"), ("ticket", r"(T)(C)K-([0-9]+)")])
+    assert redactor.mask("see TCK-42 now") == "see TCK-42 now".replace("TCK-42", "[REDACTED:ticket]")
+    assert redactor.mask("ax x") == "ax [REDACTED:word_end]"
+
+
+def test_bytes_are_masked_as_text_and_their_binary_parts_kept():
+    redactor = Redactor.from_patterns(DEFAULT_PATTERNS)
+    assert redactor.mask_bytes(f"key {SECRET}".encode()) == b"key [REDACTED:api_key]"
+    binary = b"\xff\x00" + SECRET.encode() + b"\xfe"
+    assert redactor.mask_bytes(binary) == b"\xff\x00[REDACTED:api_key]\xfe"
+    assert redactor.mask_bytes(b"\x00\x01\xff") == b"\x00\x01\xff"
+
+
+@pytest.mark.parametrize(("name", "pattern"), DEFAULT_PATTERNS)
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_the_re2_defaults_mask_everything_the_vetted_python_ones_found(name, pattern, data):
+    # The defaults were written for Python's re (Unicode \s and \b, a look-behind); their RE2 forms
+    # must cover every character the Python forms matched.
+    text = data.draw(st.text(max_size=20)) + data.draw(st.from_regex(pattern, fullmatch=True))
+    text += data.draw(st.text(max_size=20))
+    covered = {index for start, end, _ in REDACTOR.spans(text) for index in range(start, end)}
+    for match in re.finditer(pattern, text):
+        assert set(range(*match.span())) <= covered, (text, match)
+
+
+def test_a_long_string_is_masked_window_by_window_and_a_match_across_a_cut_to_the_end():
+    redactor = Redactor.from_patterns([*DEFAULT_PATTERNS, ("blob", r"token=\S+")])
+    filler = "word " * 5000
+    text = f"{filler}{SECRET} {filler}{EMAIL} {filler}"
+    assert redactor.mask(text) == text.replace(SECRET, "[REDACTED:api_key]").replace(
+        EMAIL, "[REDACTED:email]"
+    )
+    # A match still going on at the end of its window may go on past it: masked to the end, never cut.
+    long_value = "token=" + "x" * 50_000 + " after"
+    assert redactor.mask(long_value) == "[REDACTED:blob]"
+    assert redactor.mask("a" * 9000 + " token=abc " + "b" * 9000).count("[REDACTED:blob]") == 1
