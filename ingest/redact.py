@@ -311,7 +311,12 @@ def mask_request(message: Message, redactor: Redactor, budget: Budget | None = N
     """Mask every string of a traces or logs export request in place; returns how many changed.
 
     That is every name, key and string value at any depth (resources, scopes, spans, events, links,
-    statuses, log records and their bodies) and the text in bytes values."""
+    statuses, log records and their bodies) and the text in bytes values; unknown fields are dropped."""
     if redactor.combined is None and not redactor.unusable:
         return 0
-    return _mask_message(message, redactor, budget)
+    # Fields this protobuf schema does not know would be stored as sent, unsearched: drop them (ctxview
+    # reads none of them). Dropping any counts as a change, so the request is stored re-encoded.
+    size = message.ByteSize()
+    message.DiscardUnknownFields()
+    dropped = int(message.ByteSize() != size)
+    return _mask_message(message, redactor, budget) + dropped
