@@ -294,6 +294,10 @@ def project_policy(request: HttpRequest, slug: str) -> JsonResponse:
             "raw_retention_days": project.raw_retention_days,
             "hash_only": project.hash_only,
             "redaction_patterns": project.redaction_patterns,
+            # Stored patterns that cannot run; while there is one, every string is masked whole.
+            "redaction_problems": [
+                {"pattern": name, "problem": problem} for name, problem in project.redactor().unusable
+            ],
         }
     )
 

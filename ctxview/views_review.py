@@ -148,6 +148,7 @@ def project_settings(request: HttpRequest, slug: str) -> HttpResponse:
         "is_admin": role_at_least(role, Membership.Role.ADMIN),
         "role": role,
         "patterns": "\n".join(f"{name} {pattern}" for name, pattern in project.redaction_patterns),
+        "redaction_problems": project.redactor().unusable,
         "prices": json.dumps(project.prices, indent=1),
         "effective_prices": sorted(config_for(project).prices.items()),
         "members": Membership.objects.filter(project=project)

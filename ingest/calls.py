@@ -203,17 +203,23 @@ def _without_duplicates(project_id: int, records: list[CallRecord]) -> tuple[lis
             | Q(parent_span_id__in={record.parent_span_id for record in records if record.parent_span_id})
         )
     )
-    entries: list[CallRecord | Call] = [*records, *stored]
+    # In start order, so that which spans join does not depend on which arrived first.
+    entries: list[CallRecord | Call] = sorted(
+        [*records, *stored], key=lambda entry: (entry.start_ns, entry.span_id)
+    )
 
     def same_request(a, b) -> bool:  # a and b are of the same trace
-        return bool(
-            (a.response_id and a.response_id == b.response_id)
-            or a.parent_span_id == b.span_id
-            or b.parent_span_id == a.span_id
-            or _twins(a, b)
-        )
+        if a.response_id and a.response_id == b.response_id:
+            return True
+        # Nested or twin spans are one request only if nothing says otherwise: parallel calls under one
+        # agent can overlap with the same usage, but their responses or their prompts differ.
+        if (a.response_id and b.response_id) or _prompts_differ(a, b):
+            return False
+        return a.parent_span_id == b.span_id or b.parent_span_id == a.span_id or _twins(a, b)
 
     group_of = list(range(len(entries)))  # union-find over "same request"
+    # The response ids in each group: a group never holds two, even through a span that has none.
+    response_ids = [{entry.response_id} - {""} for entry in entries]
 
     def root(index: int) -> int:
         while group_of[index] != index:
@@ -229,8 +235,12 @@ def _without_duplicates(project_id: int, records: list[CallRecord]) -> tuple[lis
     for indexes in by_trace.values():
         for position, i in enumerate(indexes):
             for j in indexes[position + 1 :]:
+                first, second = root(i), root(j)
+                if first == second or len(response_ids[first] | response_ids[second]) > 1:
+                    continue
                 if same_request(entries[i], entries[j]):
-                    group_of[root(j)] = root(i)
+                    group_of[second] = first
+                    response_ids[first] |= response_ids[second]
     groups: dict[int, list] = defaultdict(list)
     for index, entry in enumerate(entries):
         groups[root(index)].append(entry)
@@ -250,6 +260,24 @@ def _without_duplicates(project_id: int, records: list[CallRecord]) -> tuple[lis
 def _usage_of(entry: CallRecord | Call) -> tuple:
     usage = entry.usage.to_dict() if isinstance(entry, CallRecord) else entry.usage_dict()
     return usage["prompt_total"], usage["output"]
+
+
+def _user_messages(entry: CallRecord | Call) -> tuple[str, ...]:
+    """Hashes of the user messages a call sent; empty when its content was not captured."""
+    if not entry.content_captured:
+        return ()
+    if isinstance(entry, CallRecord):
+        return tuple(item.hash for item in entry.items if item.kind == "message" and item.role == "user")
+    return tuple(
+        item["hash"] for item in entry.items if item["kind"] == "message" and item.get("role") == "user"
+    )
+
+
+def _prompts_differ(a: CallRecord | Call, b: CallRecord | Call) -> bool:
+    # Instrumentations render system prompts, tools and tool results differently (tests/instrumented/
+    # README.md), so two spans of one request differ there; the user messages they agree on.
+    first, second = _user_messages(a), _user_messages(b)
+    return bool(first and second) and first != second
 
 
 def _twins(a: CallRecord | Call, b: CallRecord | Call) -> bool:

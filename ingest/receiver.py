@@ -16,7 +16,7 @@ from django.views.decorators.csrf import csrf_exempt
 from ingest import otlp, ratelimit
 from ingest.keys import key_from_request, key_id, project_for_key
 from ingest.models import RawBatch
-from ingest.redact import mask_request
+from ingest.redact import Budget, mask_request
 from ingest.tasks import enqueue_batch
 
 logger = logging.getLogger(__name__)
@@ -98,12 +98,16 @@ def _receive(request: HttpRequest, signal: str) -> HttpResponse:
 def _mask_secrets(project, decoded: otlp.Decoded, data: bytes, fmt: str) -> int:
     """Mask the project's redaction patterns in every string, before anything is stored."""
     redactor = project.redactor()
-    if redactor.combined is None:
+    if redactor.combined is None and not redactor.unusable:
         return 0
     # Protobuf embeds strings as UTF-8: when the raw bytes hold no match, no string does.
     if fmt == otlp.PROTOBUF and not redactor.might_match(data):
         return 0
-    return mask_request(decoded.message, redactor)
+    budget = Budget.for_size(len(data))
+    changed = mask_request(decoded.message, redactor, budget)
+    if budget.exceeded:
+        logger.warning("redaction for %s ran out of time: the rest of a batch was masked whole", project.slug)
+    return changed
 
 
 def _read_body(request: HttpRequest) -> bytes:

@@ -7,7 +7,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest.redact import DEFAULT_PATTERNS, Redactor
+from ingest.redact import (
+    BUDGET_SECONDS,
+    BUDGET_SECONDS_PER_MB,
+    DEFAULT_PATTERNS,
+    Budget,
+    PatternError,
+    Redactor,
+)
 from tests.fuzz.conftest import CASES, bounded, budget
 
 REDACTOR = Redactor.from_patterns(DEFAULT_PATTERNS)
@@ -53,3 +60,42 @@ def test_emails_are_still_masked_where_they_were():
     CASES["redact: fixed cases"] += 1
     text = "to jane.doe@example.com, (x_y+z@mail.example.org) and ops@corp.io."
     assert REDACTOR.mask(text) == "to [REDACTED:email], ([REDACTED:email]) and [REDACTED:email]."
+
+
+# A project's own patterns: RE2 makes each search linear; the budget and the windows bound the rest.
+_ATOMS = st.sampled_from(["a", "c", "[ac]", ".", "a", r"\pL", "(?:a|c)", "a?", r"\b", "$"])
+
+
+def _grow(children):
+    pairs = st.tuples(children, children)
+    return st.one_of(
+        pairs.map(lambda pair: pair[0] + pair[1]),
+        pairs.map(lambda pair: f"(?:{pair[0]}|{pair[1]})"),
+        children.map(lambda pattern: f"(?:{pattern})*"),
+        children.map(lambda pattern: f"(?:{pattern})+"),
+        st.tuples(children, st.integers(1, 200)).map(lambda pair: f"(?:{pair[0]}){{{pair[1]}}}"),
+    )
+
+
+@budget(40, deadline_ms=60_000)
+@given(
+    # Half end in a character, which most patterns with * or ? need to be accepted at all.
+    pattern=st.recursive(_ATOMS, _grow, max_leaves=10).flatmap(lambda p: st.sampled_from([p, f"{p}a"])),
+    unit=st.text(alphabet="ac a", min_size=1, max_size=8),
+)
+def test_any_pattern_a_project_may_save_masks_a_request_within_its_budget(pattern, unit):
+    try:
+        redactor = Redactor.from_patterns([("own", pattern)])
+    except PatternError:
+        CASES["redact: own patterns refused at saving"] += 1
+        return
+    CASES["redact: own patterns on repetitive strings of 200 000 characters"] += 1
+    text = unit * (SIZE // len(unit))
+    allowed = Budget.for_size(len(text))
+    limit = BUDGET_SECONDS + BUDGET_SECONDS_PER_MB * len(text) / 1_000_000
+    started = time.perf_counter()
+    with bounded(60):
+        masked = redactor.mask(text, allowed)
+    # Past the budget the string is masked whole; one window's search may run over it, briefly.
+    assert time.perf_counter() - started < limit + 2, f"masking with {pattern!r} is too slow"
+    assert masked == "[REDACTED:time_limit]" or not allowed.exceeded

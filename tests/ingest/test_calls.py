@@ -1,10 +1,18 @@
 """From spans to runs, turns and calls through the receiver and the batch task."""
 
-import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+import json
+import time
 
-from ingest.models import Call, Content, Operation, Run, Span
-from tests import factories
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ingest.models import Call, Content, Operation, RawBatch, Run, Span
+from tests import factories, services
 from tests.factories import assistant_message, user_message
 
 TRACE = bytes(range(1, 17))
@@ -236,4 +244,129 @@ def test_sibling_spans_with_the_same_response_id_make_one_call(send, project):
     send(request)
     call = Call.objects.get()
     assert call.span_id == (1).to_bytes(8, "big").hex()  # the earlier one when nothing else decides
+    assert "1 other span(s) of the same request ignored" in call.notes[-1]
+
+
+# --- Parallel calls against the live server, with a real worker (issue 18) -----------------------
+
+
+def agent_with_parallel_calls(calls: list[dict]):
+    """An agent span with one chat span per entry of ``calls`` under it, all running at once, made and
+    exported by the OpenTelemetry SDK. Each entry: attributes of its chat span (scope, name optional)."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "parallel-agent"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    agent_tracer = provider.get_tracer("agent.framework", "1.0")
+    start = time.time_ns()
+    with agent_tracer.start_as_current_span(
+        "invoke_agent fan-out", start_time=start, attributes={"gen_ai.operation.name": "invoke_agent"}
+    ):
+        spans = [
+            provider.get_tracer(call.pop("scope", "agent.framework")).start_span(
+                call.pop("name", "chat claude"), start_time=start + 1_000 + index, attributes=call
+            )
+            for index, call in enumerate(calls)
+        ]
+        for index, span in enumerate(spans):
+            span.end(end_time=start + 50_000_000 + index)
+    provider.shutdown()
+    return memory.get_finished_spans()
+
+
+def chat_attributes(question: str | None, response_id: str | None) -> dict:
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "anthropic",
+        "gen_ai.request.model": "claude-sonnet-4-5",
+        "gen_ai.usage.input_tokens": 1200,  # the same figures: the same prompt template, other documents
+        "gen_ai.usage.output_tokens": 80,
+    }
+    if question is not None:
+        attributes["gen_ai.input.messages"] = json.dumps([user_message(question)])
+    if response_id is not None:
+        attributes["gen_ai.response.id"] = response_id
+    return attributes
+
+
+def export_and_wait(url: str, key: str, spans) -> None:
+    exporter = OTLPSpanExporter(endpoint=f"{url}/v1/traces", headers={"Authorization": f"Bearer {key}"})
+    try:
+        assert exporter.export(spans) == SpanExportResult.SUCCESS
+    finally:
+        exporter.shutdown()
+
+    def done():
+        statuses = set(RawBatch.objects.values_list("status", flat=True))
+        return statuses == {"done"} and all(run.analysed_seq == run.call_count for run in Run.objects.all())
+
+    services.wait_for(done, 30, "the worker to process the batch")
+
+
+def live(test):
+    """A test against the live server, whose batches a real worker process processes."""
+    return pytest.mark.usefixtures("worker")(
+        pytest.mark.services(pytest.mark.django_db(transaction=True)(test))
+    )
+
+
+@pytest.mark.parametrize(
+    "response_ids",
+    [["msg_a", "msg_b", "msg_c"], [None, None, None]],
+    ids=["distinct-response-ids", "no-response-ids"],
+)
+@live
+def test_parallel_calls_with_the_same_usage_stay_separate_calls(live_server, key, response_ids):
+    questions = ["Summarise doc-1.md", "Summarise doc-2.md", "Summarise doc-3.md"]
+    spans = agent_with_parallel_calls(
+        [
+            chat_attributes(question, response_id)
+            for question, response_id in zip(questions, response_ids, strict=True)
+        ]
+    )
+    export_and_wait(live_server.url, key, spans)
+    calls = list(Call.objects.order_by("seq"))
+    # Before: one call, "2 other span(s) of the same request ignored".
+    assert len(calls) == 3
+    assert not any("of the same request ignored" in note for call in calls for note in call.notes)
+    assert Run.objects.get().call_count == 3
+
+
+@live
+def test_distinct_response_ids_are_never_one_request_even_through_a_span_without_one(live_server, key):
+    # An instrumentation span with no response id beside two SDK spans: it may join one, not both.
+    spans = agent_with_parallel_calls(
+        [
+            chat_attributes(None, "msg_a"),
+            chat_attributes(None, "msg_b"),
+            {
+                **chat_attributes("Summarise doc-1.md", None),
+                "scope": "openinference.instrumentation.anthropic",
+            },
+        ]
+    )
+    export_and_wait(live_server.url, key, spans)
+    assert sorted(Call.objects.values_list("response_id", flat=True)) == ["", "msg_b"]
+
+
+@live
+def test_an_instrumentation_span_and_the_sdk_span_of_one_request_still_make_one_call(live_server, key):
+    # As openinference-anthropic-sdktrace exports a streamed request: siblings, the instrumentation's with
+    # the content and no response id, the SDK's with the response id and no content; same usage.
+    spans = agent_with_parallel_calls(
+        [
+            {
+                **chat_attributes("What is the weather?", None),
+                "scope": "openinference.instrumentation.anthropic",
+                "name": "messages.stream",
+            },
+            {
+                **chat_attributes(None, "msg_1"),
+                "scope": "com.anthropic.sdk.python",
+                "name": "anthropic.messages.create",
+            },
+        ]
+    )
+    export_and_wait(live_server.url, key, spans)
+    call = Call.objects.get()
+    assert (call.name, call.content_captured) == ("messages.stream", True)
     assert "1 other span(s) of the same request ignored" in call.notes[-1]
