@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ctxcore import vocabulary
 from ctxcore.vocabulary import BUCKETS, EXCLUSION_REASONS, MODES, ROLES, TRUST_LEVELS
 
 SCHEMA = "ctxview.manifest/1"
@@ -106,15 +107,9 @@ class Item:
 
 
 @dataclass(frozen=True)
-class Excluded:
-    """A candidate the context builder left out of this call, with its reason."""
-
-    id: str
-    reason: str
-    tokens: int | None = None
-    kind: str | None = None
-    source: str | None = None
-    version: str | None = None
+class Excluded(vocabulary.Excluded):
+    """A candidate the context builder left out of this call, with its reason (the shared shape,
+    checked as it is made)."""
 
     def __post_init__(self) -> None:
         _check_id(self.id, "id")
