@@ -152,6 +152,7 @@ def start_grpc(
     from ingest.grpc_receiver import TRACE_SERVICE
 
     port = free_port()
+    (ARTIFACTS / f"{name}.log").unlink(missing_ok=True)  # the tests read what this run printed
     process = Process(
         name, [sys.executable, "manage.py", "serve_otlp_grpc", "--bind", f"127.0.0.1:{port}"], env
     )

@@ -143,6 +143,7 @@ def test_make_demo_serves_otlp_grpc_too_and_prints_both_endpoints(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         busy = taken.getsockname()[1]
+        (services.ARTIFACTS / "demo.log").unlink(missing_ok=True)  # the test reads what this run prints
         demo_process = services.Process(
             "demo", [sys.executable, "manage.py", "demo", "--port", str(services.free_port()),
                      "--grpc-port", str(busy)], env,
