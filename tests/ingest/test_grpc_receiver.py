@@ -437,11 +437,18 @@ def all_done(batches: int):
     return check
 
 
+GRPC_APPLICATION_NAME = "ctxview-grpc-test"
+
+
 @pytest.fixture(scope="module")
 def postgres_grpc(service_env):
     """A receiver on the PostgreSQL test database and the real broker; a backlog of one batch, retry
     after 2 s (the exporter's own first back-off is 0.8 to 1.2 s, so its wait shows which it used)."""
-    env = service_env | {"CTXVIEW_INGEST_MAX_PENDING_BATCHES": "1", "CTXVIEW_INGEST_RETRY_AFTER_SECONDS": "2"}
+    env = service_env | {
+        "CTXVIEW_INGEST_MAX_PENDING_BATCHES": "1",
+        "CTXVIEW_INGEST_RETRY_AFTER_SECONDS": "2",
+        "PGAPPNAME": GRPC_APPLICATION_NAME,  # so a test can find its database connections
+    }
     process, port = services.start_grpc(env, "grpc-postgres")
     yield f"http://127.0.0.1:{port}"
     process.stop()
@@ -505,3 +512,29 @@ def test_the_exporter_retries_unavailable_after_the_delay_given_and_the_batch_is
     batch = RawBatch.objects.exclude(id=blocker.id).get()
     assert (batch.item_count, batch.rejected_count) == (4, 0)
     assert Span.objects.filter(project=project).count() == 4
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_a_database_connection_that_died_between_requests_is_replaced_not_reported(
+    worker, postgres_grpc, project, key
+):
+    from django.db import connection
+
+    target = postgres_grpc.removeprefix("http://")
+    receiver = Embedded({}, [key], int(target.rsplit(":", 1)[1]))
+    assert export_call(receiver, factories.trace_request(spans=1), key)[1] is None
+    services.wait_for(all_done(1), 30, "the worker to process the batch")  # the backlog here is one batch
+    # What a PostgreSQL restart or an idle-connection timeout does to the receiver's kept connections.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
+            [GRPC_APPLICATION_NAME],
+        )
+        assert cursor.fetchone()[0] >= 1
+    # The next request checks its thread's connection first (close_old_connections), as Django does per
+    # HTTP request, and reconnects: OK at once, not UNAVAILABLE.
+    for number in range(2, 5):  # several threads of the pool may have held a connection
+        _, error = export_call(receiver, factories.trace_request(spans=1), key)
+        assert error is None, error.details()
+        services.wait_for(all_done(number), 30, "the worker to process the batch")
