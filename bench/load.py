@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/load.py                      # embedded, then postgres + 1 worker
     .venv/bin/python bench/load.py --mode postgres --workers 2 --spans 20000
+    .venv/bin/python bench/load.py --mode postgres --protocol both   # OTLP/HTTP, then OTLP/gRPC
     .venv/bin/python bench/load.py --endpoint http://127.0.0.1:6006/v1/traces   # any OTLP/HTTP server
 
 For ctxview modes the script starts a throwaway instance (temp data dir or database, gunicorn,
@@ -90,6 +91,67 @@ def post_all(
     return result
 
 
+def post_all_grpc(
+    target: str, key: str | None, bodies: list[bytes], spans: list[int], clients: int, use_gzip: bool
+) -> PostResult:
+    """Send every (uncompressed) body once as a TraceService/Export call from ``clients`` threads, each
+    with its own channel; gRPC compresses it when ``use_gzip``. UNAVAILABLE is retried after the
+    RetryInfo delay, as the OTLP/gRPC exporters do."""
+    import grpc
+    from google.rpc import error_details_pb2
+
+    method = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+    metadata = (("authorization", f"Bearer {key}"),) if key else ()
+    compression = grpc.Compression.Gzip if use_gzip else grpc.Compression.NoCompression
+    work: queue.Queue = queue.Queue()
+    for item in zip(bodies, spans, strict=True):
+        work.put(item)
+    result, lock = PostResult(), threading.Lock()
+
+    def client() -> None:
+        # Bytes in, bytes out: the bodies are already encoded, as for the HTTP load.
+        with grpc.insecure_channel(target, options=[("grpc.max_send_message_length", -1)]) as channel:
+            export = channel.unary_unary(method)
+            while True:
+                try:
+                    body, count = work.get_nowait()
+                except queue.Empty:
+                    return
+                for _attempt in range(30):
+                    started = time.perf_counter()
+                    delay = None
+                    try:
+                        export(body, metadata=metadata, timeout=120, compression=compression)
+                        outcome = "OK"
+                    except grpc.RpcError as error:
+                        outcome = error.code().name
+                        trailer = dict(error.trailing_metadata() or ()).get("google.rpc.retryinfo-bin")
+                        if error.code() == grpc.StatusCode.UNAVAILABLE:
+                            retry = error_details_pb2.RetryInfo.FromString(trailer) if trailer else None
+                            delay = retry.retry_delay.seconds if retry else 1
+                    with lock:
+                        result.latencies.append(time.perf_counter() - started)
+                        if outcome == "OK":
+                            result.accepted_spans += count
+                        else:
+                            result.failures[outcome] += 1
+                    if delay is not None:
+                        with lock:
+                            result.retries += 1
+                        time.sleep(min(delay, 30))
+                        continue
+                    break
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    result.seconds = time.perf_counter() - started
+    return result
+
+
 # --- One load, timed -----------------------------------------------------------------------------
 
 
@@ -126,8 +188,11 @@ def timed_load(
     timeout: float,
     memory_groups: dict[str, set[int]] | None = None,
     poll_interval: float = 0.2,
+    protocol: str = "http",
 ) -> LoadResult:
     """Post the load and time, from the first POST, when each of ``milestones(expected)`` first holds.
+
+    ``protocol`` "grpc": ``url`` is the host:port of an OTLP/gRPC receiver and the bodies are uncompressed.
 
     ``milestones`` reads the server's progress and compares it with ``expected``: every span sent until
     posting ends, then the spans accepted.
@@ -162,7 +227,8 @@ def timed_load(
     with MemorySampler(memory_groups or {}) as sampler:
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
-        result.posted = post_all(url, key, bodies, spans, clients, use_gzip)
+        post = post_all_grpc if protocol == "grpc" else post_all
+        result.posted = post(url, key, bodies, spans, clients, use_gzip)
         expected[0] = result.posted.accepted_spans
         posting_done.set()
         poller.join()
@@ -205,9 +271,20 @@ def phoenix_milestones(phoenix: Phoenix) -> Callable[[int], dict[str, bool]]:
 
 
 def load_ctxview(
-    mode: str, workers: int, bodies: list[bytes], spans: list[int], args: argparse.Namespace, after=None
+    mode: str,
+    workers: int,
+    bodies: list[bytes],
+    spans: list[int],
+    args: argparse.Namespace,
+    after=None,
+    protocol: str = "http",
 ) -> LoadResult:
-    """The load against a throwaway ctxview; ``after(instance, result)`` runs before it is stopped."""
+    """The load against a throwaway ctxview; ``after(instance, result)`` runs before it is stopped.
+
+    ``protocol`` "grpc": the same bodies to its OTLP/gRPC receiver, which gRPC compresses when gzip is on
+    (the HTTP load sends them gzipped ahead of time)."""
+    if protocol == "grpc" and not args.no_gzip:
+        bodies = [gzip.decompress(body) for body in bodies]
     with throwaway_ctxview(
         mode,
         workers,
@@ -216,10 +293,12 @@ def load_ctxview(
         profile_dir=args.profile_dir,
         py_spy=args.py_spy,
         pool=args.pool,
+        grpc=protocol == "grpc",
     ) as instance:
+        grpc = protocol == "grpc"
         result = timed_load(
-            instance.label,
-            instance.traces_url,
+            f"{instance.label}, OTLP/gRPC" if grpc else instance.label,
+            instance.grpc_target if grpc else instance.traces_url,
             instance.key,
             bodies,
             spans,
@@ -227,7 +306,8 @@ def load_ctxview(
             args.clients,
             not args.no_gzip,
             args.timeout,
-            instance.memory_groups(),
+            instance.memory_groups(protocol),
+            protocol=protocol,
         )
         progress = instance.progress()
         if progress.failed_batches:
@@ -347,6 +427,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="Celery worker processes (postgres mode)")
     parser.add_argument("--endpoint", help="OTLP/HTTP traces URL of another server: measure acceptance only")
     parser.add_argument("--key", help="Bearer key for --endpoint")
+    parser.add_argument(
+        "--protocol", choices=["http", "grpc", "both"], default="http", help="the ctxview receiver to load"
+    )
     add_load_arguments(parser)
     args = parser.parse_args()
     args.py_spy = Path(args.py_spy) if args.py_spy else None
@@ -358,7 +441,12 @@ def main() -> None:
             results = [load_endpoint(args.endpoint, args.key, bodies, spans, args)]
         else:
             modes = ["embedded", "postgres"] if args.mode == "all" else [args.mode]
-            results = [load_ctxview(mode, args.workers, bodies, spans, args) for mode in modes]
+            protocols = ["http", "grpc"] if args.protocol == "both" else [args.protocol]
+            results = [
+                load_ctxview(mode, args.workers, bodies, spans, args, protocol=protocol)
+                for mode in modes
+                for protocol in protocols
+            ]
     except KeyboardInterrupt:
         sys.exit("interrupted; everything started was stopped")
     print(format_table(LOAD_HEADER, [load_row(result) for result in results]))

@@ -219,9 +219,12 @@ class Ctxview:
         return Progress(*(int(value) for value in self.execute(PROGRESS_SQL)[0]))
 
     database: str = ""
+    grpc_target: str = ""  # host:port of its OTLP/gRPC receiver, when started
+    grpc_pgid: int = 0
 
-    def memory_groups(self) -> dict[str, set[int] | str]:
-        groups: dict[str, set[int] | str] = {"web": {self.web_pgid}}
+    def memory_groups(self, receiver: str = "http") -> dict[str, set[int] | str]:
+        """The process groups to sample; "web" is the receiver taking the load (gunicorn or gRPC)."""
+        groups: dict[str, set[int] | str] = {"web": {self.grpc_pgid if receiver == "grpc" else self.web_pgid}}
         if self.worker_pgids:
             groups["worker"] = set(self.worker_pgids)
         if self.database:
@@ -303,9 +306,11 @@ def throwaway_ctxview(
     profile_dir: Path | None = None,
     py_spy: Path | None = None,
     pool: str = "prefork",
+    grpc: bool = False,
 ) -> Iterator[Ctxview]:
     """Start ctxview in ``mode`` (``embedded`` or ``postgres``) under gunicorn, with ``workers`` Celery
-    worker processes in postgres mode. ``py_spy``: record the stacks of each into ``profile_dir``."""
+    worker processes in postgres mode, and with ``grpc`` its OTLP/gRPC receiver (one process, as many
+    threads as gunicorn has in all). ``py_spy``: record the stacks of each into ``profile_dir``."""
     label = f"ctxview PostgreSQL, {workers} worker{'s' * (workers > 1)}"
     if mode == "embedded":
         label = "ctxview embedded (SQLite)"
@@ -376,6 +381,23 @@ def throwaway_ctxview(
 
         wait_for(web_answers, "gunicorn")
 
+        grpc_target, grpc_pgid = "", 0
+        if grpc:
+            grpc_target = f"127.0.0.1:{free_port()}"
+            serve = f"manage.py serve_otlp_grpc --bind {grpc_target} --threads {web_workers * web_threads}"
+            args = profiled("grpc", [sys.executable, *serve.split()])
+            receiver = stack.enter_context(child_process(args, env, folder / "grpc.log"))
+            grpc_pgid = receiver.pid
+
+            def grpc_answers() -> bool:
+                if receiver.poll() is not None:
+                    raise RuntimeError(
+                        "serve_otlp_grpc exited:\n" + (folder / "grpc.log").read_text()[-3000:]
+                    )
+                return grpc_serving(grpc_target)
+
+            wait_for(grpc_answers, "the OTLP/gRPC receiver")
+
         if mode == "postgres":
             connection = stack.enter_context(psycopg.connect(env["DATABASE_URL"], autocommit=True))
 
@@ -384,7 +406,32 @@ def throwaway_ctxview(
         else:
             execute = _sqlite_executor(folder / "data" / "ctxview.sqlite3")
         database = env["DATABASE_URL"].rsplit("/", 1)[1] if mode == "postgres" else ""
-        yield Ctxview(label, base_url, key, env, folder, gunicorn.pid, worker_pgids, execute, database)
+        yield Ctxview(
+            label,
+            base_url,
+            key,
+            env,
+            folder,
+            gunicorn.pid,
+            worker_pgids,
+            execute,
+            database,
+            grpc_target,
+            grpc_pgid,
+        )
+
+
+def grpc_serving(target: str) -> bool:
+    """True once the gRPC health service at ``target`` answers SERVING."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    with grpc.insecure_channel(target) as channel:
+        try:
+            answer = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=1)
+        except grpc.RpcError:
+            return False
+    return answer.status == health_pb2.HealthCheckResponse.SERVING
 
 
 # --- Arize Phoenix -------------------------------------------------------------------------------

@@ -6,7 +6,8 @@
 
 1. The load (bench/payloads.py: 20,000 ~4 KB chat spans, 400 runs of 50 calls, gzip protobuf batches of
    512, 4 posting threads) against throwaway ctxview instances: embedded (SQLite, tasks in-process)
-   and PostgreSQL + Redis with 1, 2 and 4 Celery worker processes. Timed from the first POST until
+   and PostgreSQL + Redis with 1, 2 and 4 Celery worker processes; then embedded and 2 workers again
+   over OTLP/gRPC (manage.py serve_otlp_grpc, gzip by gRPC). Timed from the first POST until
    every span is stored, every call normalised (stored and numbered in its run) and every run
    analysed (analysed_seq == call_count); peak RSS of the web (gunicorn) and worker process groups.
    With --phoenix, the same bodies to `phoenix serve` (SQLite), timed until its GraphQL API counts
@@ -282,6 +283,11 @@ def parse_args() -> argparse.Namespace:
         "--workers", default="1,2,4", help="Celery worker counts on PostgreSQL (default 1,2,4)"
     )
     parser.add_argument("--no-embedded", action="store_true", help="skip the embedded (SQLite) instance")
+    parser.add_argument(
+        "--grpc-workers",
+        default="2",
+        help="PostgreSQL worker counts loaded over OTLP/gRPC, and embedded unless --no-embedded ('': none)",
+    )
     parser.add_argument("--phoenix", type=Path, help="a virtualenv with arize-phoenix: send it the load too")
     parser.add_argument("--phoenix-port", type=int, default=6006)
     parser.add_argument(
@@ -326,11 +332,15 @@ def main() -> None:
     try:
         if "load" not in args.skip:
             bodies, spans = build_load(args.spans, not args.no_gzip)
-            targets = [] if args.no_embedded else [("embedded", 1)]
-            targets += [("postgres", int(count)) for count in args.workers.split(",") if count]
-            for mode, workers in targets:
+            targets = [] if args.no_embedded else [("embedded", 1, "http")]
+            targets += [("postgres", int(count), "http") for count in args.workers.split(",") if count]
+            # The same load over OTLP/gRPC, beside its HTTP row.
+            targets += [] if args.no_embedded or not args.grpc_workers else [("embedded", 1, "grpc")]
+            targets += [("postgres", int(count), "grpc") for count in args.grpc_workers.split(",") if count]
+            for mode, workers, protocol in targets:
                 measure = None
-                if mode == "postgres" and workers == args.overview_workers and "overview" not in args.skip:
+                measures = protocol == "http" and "overview" not in args.skip
+                if mode == "postgres" and workers == args.overview_workers and measures:
 
                     def measure(instance, _result):
                         overview.extend(measure_overview(instance, args.overview_calls))
@@ -338,7 +348,9 @@ def main() -> None:
                 stop = threading.Event()
                 threading.Thread(target=heartbeat, args=(stop,), daemon=True).start()
                 try:
-                    results.append(load_ctxview(mode, workers, bodies, spans, args, after=measure))
+                    results.append(
+                        load_ctxview(mode, workers, bodies, spans, args, after=measure, protocol=protocol)
+                    )
                 finally:
                     stop.set()
                 print(format_table(LOAD_HEADER, [load_row(results[-1])]).splitlines()[-1], flush=True)

@@ -7,6 +7,8 @@ With no environment at all ctxview runs embedded: SQLite in ./var, Celery tasks 
 import secrets
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from ctxview.env import database_from_url, env_bool, env_int, env_list, env_str, sqlite_database
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -155,6 +157,18 @@ CTXVIEW_INGEST_RETRY_AFTER_SECONDS = env_int("CTXVIEW_INGEST_RETRY_AFTER_SECONDS
 CTXVIEW_INGEST_RATE_LIMIT = env_int("CTXVIEW_INGEST_RATE_LIMIT", 200)
 # The sweeper re-enqueues batches that have waited longer than this (e.g. the broker was down).
 CTXVIEW_SWEEP_AFTER_SECONDS = env_int("CTXVIEW_SWEEP_AFTER_SECONDS", 60)
+
+# --- OTLP/gRPC receiver (python manage.py serve_otlp_grpc) ---------------------------------------
+# Where it listens (4317 is OTLP/gRPC's default port) and how many requests it handles at once, each
+# thread with its own database connection.
+CTXVIEW_GRPC_BIND = env_str("CTXVIEW_GRPC_BIND", "127.0.0.1:4317")
+CTXVIEW_GRPC_THREADS = env_int("CTXVIEW_GRPC_THREADS", 8, minimum=1)
+# TLS: the PEM certificate (chain) and private key, given inline or as files (CTXVIEW_GRPC_TLS_CERT_FILE,
+# CTXVIEW_GRPC_TLS_KEY_FILE). Neither: plain gRPC.
+CTXVIEW_GRPC_TLS_CERT = env_str("CTXVIEW_GRPC_TLS_CERT")
+CTXVIEW_GRPC_TLS_KEY = env_str("CTXVIEW_GRPC_TLS_KEY")
+if bool(CTXVIEW_GRPC_TLS_CERT) != bool(CTXVIEW_GRPC_TLS_KEY):
+    raise ImproperlyConfigured("CTXVIEW_GRPC_TLS_CERT and CTXVIEW_GRPC_TLS_KEY go together: set both or none")
 
 # --- Celery --------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL")

@@ -3,6 +3,7 @@
 import hashlib
 import hmac
 import secrets
+from collections.abc import Iterable
 
 from django.http import HttpRequest
 
@@ -52,9 +53,18 @@ def project_for_key(key: str) -> Project | None:
 
 def key_from_request(request: HttpRequest) -> str | None:
     """The key sent as ``Authorization: Bearer KEY`` or ``x-ctxview-key: KEY``."""
-    auth = request.headers.get("Authorization", "")
-    scheme, _, value = auth.partition(" ")
+    return _key(request.headers.get("Authorization", ""), request.headers.get("X-Ctxview-Key", ""))
+
+
+def key_from_metadata(metadata: Iterable[tuple[str, str | bytes]]) -> str | None:
+    """The key sent in gRPC metadata as ``authorization: Bearer KEY`` or ``x-ctxview-key: KEY``."""
+    # gRPC metadata keys are lower-case; binary values (keys ending in -bin) cannot carry a key.
+    values = {name.lower(): value for name, value in metadata if isinstance(value, str)}
+    return _key(values.get("authorization", ""), values.get("x-ctxview-key", ""))
+
+
+def _key(authorization: str, ctxview_key: str) -> str | None:
+    scheme, _, value = authorization.partition(" ")
     if scheme.lower() == "bearer" and value.strip():
         return value.strip()
-    value = request.headers.get("X-Ctxview-Key", "").strip()
-    return value or None
+    return ctxview_key.strip() or None

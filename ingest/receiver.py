@@ -1,25 +1,16 @@
 """OTLP/HTTP receiver: POST /v1/traces and /v1/logs.
 
-Validate, store the raw batch, enqueue its processing on commit, answer. The 200 is sent only after
-the batch is committed; everything after that can fail and be retried from the stored batch.
+Read and decompress the body, then hand it to ingest.accept, the path both receivers share: validate,
+store the raw batch, enqueue its processing on commit. The 200 is sent only after the batch is
+committed; everything after that can fail and be retried from the stored batch.
 """
 
-import logging
-import zlib
-from functools import partial
-
 from django.conf import settings
-from django.db import DatabaseError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from ingest import otlp, ratelimit
-from ingest.keys import key_from_request, key_id, project_for_key
-from ingest.models import RawBatch
-from ingest.redact import Budget, mask_request
-from ingest.tasks import enqueue_batch
-
-logger = logging.getLogger(__name__)
+from ingest import accept, otlp
+from ingest.keys import key_from_request
 
 _MEDIA_TYPE = {otlp.PROTOBUF: "application/x-protobuf", otlp.JSON: "application/json"}
 
@@ -50,64 +41,18 @@ def _receive(request: HttpRequest, signal: str) -> HttpResponse:
     if key is None:
         return _status(401, "missing ingest key: send 'Authorization: Bearer <key>'", reply_fmt)
     try:
-        project = project_for_key(key)
-    except DatabaseError as exc:
-        # The database is away (a restart, a failover): a retryable answer, so nothing sent is lost.
-        logger.warning("could not check an ingest key: %s", exc)
-        return _unavailable("ctxview cannot reach its database right now; retry later", reply_fmt)
-    if project is None:
-        return _status(401, "invalid or revoked ingest key", reply_fmt)
-    if not ratelimit.allow(key_id(key)):
-        return _unavailable("too many requests for this ingest key; retry later", reply_fmt, retry_after=1)
-    try:
+        project = accept.authorise(key)
         fmt = otlp.body_format(request.headers.get("Content-Type", ""))
         body = _read_body(request)
         data = otlp.decompress(
             body, request.headers.get("Content-Encoding", ""), settings.CTXVIEW_INGEST_MAX_DECOMPRESSED_BYTES
         )
-        decoded = otlp.validate(signal, otlp.parse_request(signal, data, fmt))
+        answer = accept.accept(project, signal, data, fmt, wire_bytes=len(body))
+    except accept.Unavailable as exc:
+        return _unavailable(exc.message, reply_fmt, exc.retry_after)
     except otlp.OtlpError as exc:
         return _status(exc.status, exc.message, reply_fmt)
-
-    if decoded.accepted:
-        redacted = _mask_secrets(project, decoded, data, fmt)
-        # A protobuf body with nothing removed or masked is stored as sent; otherwise re-encode it.
-        unchanged = fmt == otlp.PROTOBUF and not decoded.rejected and not redacted
-        stored = data if unchanged else decoded.message.SerializeToString()
-        try:
-            if _backlog_is_full():
-                return _unavailable("ctxview is behind on processing; retry later", reply_fmt)
-            with transaction.atomic():
-                batch = RawBatch.objects.create(
-                    project=project,
-                    signal=signal,
-                    body=zlib.compress(stored, 1),
-                    content_type=fmt,
-                    wire_bytes=len(body),
-                    item_count=decoded.accepted,
-                    rejected_count=decoded.rejected,
-                    redacted=redacted,
-                )
-                transaction.on_commit(partial(enqueue_batch, batch.id), robust=True)
-        except DatabaseError as exc:
-            logger.warning("could not store a %s batch for %s: %s", signal, project.slug, exc)
-            return _unavailable("ctxview cannot store data right now; retry later", reply_fmt)
-    return HttpResponse(otlp.export_response(signal, decoded, fmt), content_type=_MEDIA_TYPE[fmt])
-
-
-def _mask_secrets(project, decoded: otlp.Decoded, data: bytes, fmt: str) -> int:
-    """Mask the project's redaction patterns in every string, before anything is stored."""
-    redactor = project.redactor()
-    if redactor.combined is None and not redactor.unusable:
-        return 0
-    # Protobuf embeds strings as UTF-8: when the raw bytes hold no match, no string does.
-    if fmt == otlp.PROTOBUF and not redactor.might_match(data):
-        return 0
-    budget = Budget.for_size(len(data))
-    changed = mask_request(decoded.message, redactor, budget)
-    if budget.exceeded:
-        logger.warning("redaction for %s ran out of time: the rest of a batch was masked whole", project.slug)
-    return changed
+    return HttpResponse(answer, content_type=_MEDIA_TYPE[fmt])
 
 
 def _read_body(request: HttpRequest) -> bytes:
@@ -124,19 +69,14 @@ def _read_body(request: HttpRequest) -> bytes:
     return body
 
 
-def _backlog_is_full() -> bool:
-    limit = settings.CTXVIEW_INGEST_MAX_PENDING_BATCHES
-    return bool(limit) and RawBatch.objects.filter(status=RawBatch.Status.PENDING).count() >= limit
-
-
 def _status(http_status: int, message: str, fmt: str) -> HttpResponse:
     return HttpResponse(
         otlp.status_body(http_status, message, fmt), status=http_status, content_type=_MEDIA_TYPE[fmt]
     )
 
 
-def _unavailable(message: str, fmt: str, retry_after: int | None = None) -> HttpResponse:
+def _unavailable(message: str, fmt: str, retry_after: int) -> HttpResponse:
     # 503 + Retry-After: released Python exporters retry 503 but not 429.
     response = _status(503, message, fmt)
-    response["Retry-After"] = str(retry_after or settings.CTXVIEW_INGEST_RETRY_AFTER_SECONDS)
+    response["Retry-After"] = str(retry_after)
     return response

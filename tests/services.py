@@ -140,3 +140,41 @@ def start_web(env: dict[str, str], name: str = "web") -> tuple[Process, str]:
 
     wait_for(ready, 60, "the web server to answer")
     return process, url
+
+
+def start_grpc(
+    env: dict[str, str], name: str = "grpc", root_certificate: bytes | None = None
+) -> tuple[Process, int]:
+    """``manage.py serve_otlp_grpc`` on a free port, once its health service says SERVING."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from ingest.grpc_receiver import TRACE_SERVICE
+
+    port = free_port()
+    (ARTIFACTS / f"{name}.log").unlink(missing_ok=True)  # the tests read what this run printed
+    process = Process(
+        name, [sys.executable, "manage.py", "serve_otlp_grpc", "--bind", f"127.0.0.1:{port}"], env
+    )
+    target = f"127.0.0.1:{port}"
+    if root_certificate is None:
+        channel = grpc.insecure_channel(target)
+    else:
+        channel = grpc.secure_channel(
+            target, grpc.ssl_channel_credentials(root_certificates=root_certificate)
+        )
+    health = health_pb2_grpc.HealthStub(channel)
+
+    def ready():
+        assert process.alive(), f"gRPC receiver exited:\n{process.log()}"
+        try:
+            answer = health.Check(health_pb2.HealthCheckRequest(service=TRACE_SERVICE), timeout=1)
+        except grpc.RpcError:
+            return False
+        return answer.status == health_pb2.HealthCheckResponse.SERVING
+
+    try:
+        wait_for(ready, 60, "the gRPC receiver to report SERVING", interval=0.2)
+    finally:
+        channel.close()
+    return process, port

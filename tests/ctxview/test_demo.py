@@ -1,12 +1,23 @@
 """The demo: three stories through the SDK, the real exporter and the live server, shown by the API and UI."""
 
+import os
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+from contextlib import closing
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
 
 from ctxview import demo
 from ingest.models import Call, Run
+from tests import otel, services
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +128,50 @@ def test_the_item_lifecycle_of_the_dropped_fact(live_server, client, project, ke
     assert body["left"][0]["reason"] == "sliding_window"
     response = client.get(f"/api/v1/runs/{run.id}/items/no-such-item", HTTP_AUTHORIZATION=f"Bearer {key}")
     assert response.status_code == 404
+
+
+def test_make_demo_serves_otlp_grpc_too_and_prints_both_endpoints(tmp_path):
+    """``manage.py demo`` as `make demo` runs it, embedded, with the gRPC port taken by someone else."""
+    env = {
+        name: value for name, value in os.environ.items() if name not in ("DATABASE_URL", "CELERY_BROKER_URL")
+    }
+    env["CTXVIEW_DATA_DIR"] = str(tmp_path)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=services.ROOT, env=env, check=True
+    )
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        (services.ARTIFACTS / "demo.log").unlink(missing_ok=True)  # the test reads what this run prints
+        demo_process = services.Process(
+            "demo", [sys.executable, "manage.py", "demo", "--port", str(services.free_port()),
+                     "--grpc-port", str(busy)], env,
+        )  # fmt: skip
+        try:
+            services.wait_for(
+                lambda: "Ctrl-C stops the servers" in demo_process.log(), 300, "the demo to start"
+            )
+            output = demo_process.log()
+            assert f"port {busy} is taken: OTLP/gRPC listens on 127.0.0.1:" in output
+            endpoints = re.findall(r"OTEL_EXPORTER_OTLP_ENDPOINT=(\S+)", output)
+            assert endpoints[0].startswith("http://127.0.0.1:") and len(endpoints) == 2
+            assert "OTEL_EXPORTER_OTLP_PROTOCOL=grpc" in output
+            key = re.search(r"ingest key of the demo project: (\S+)", output).group(1)
+
+            spans = otel.agent_spans(calls=1)
+            exporter = OTLPSpanExporter(
+                endpoint=endpoints[1], headers=(("authorization", f"Bearer {key}"),), timeout=10
+            )
+            assert exporter.export(spans) == SpanExportResult.SUCCESS
+            exporter.shutdown()
+            with closing(sqlite3.connect(tmp_path / "ctxview.sqlite3", timeout=20)) as database:
+                stored = database.execute(
+                    "SELECT count(*) FROM ingest_span WHERE trace_id = ?",
+                    (format(spans[0].context.trace_id, "032x"),),
+                ).fetchone()[0]
+            assert stored == 2
+        finally:
+            demo_process.popen.send_signal(signal.SIGINT)  # as Ctrl-C: the demo stops both servers
+            demo_process.popen.wait(timeout=30)
+            demo_process.stop()

@@ -1,6 +1,7 @@
 """Run ctxview embedded with demo data: a demo user and project, the server, and sample runs sent
 through the real OTLP path."""
 
+import socket
 import subprocess
 import sys
 import time
@@ -25,10 +26,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument(
+            "--grpc-port", type=int, default=4317, help="OTLP/gRPC port (another free one when it is taken)"
+        )
         parser.add_argument("--url", help="send the demo runs to this ctxview instead of starting one")
         parser.add_argument("--key", help="ingest key for --url")
 
-    def handle(self, *args, port: int, url: str | None, key: str | None, **options):
+    def handle(self, *args, port: int, grpc_port: int, url: str | None, key: str | None, **options):
         if url:
             if not key:
                 raise CommandError("--url needs --key (an ingest key of the target project)")
@@ -41,16 +45,26 @@ class Command(BaseCommand):
         server = subprocess.Popen(
             [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"]
         )
+        taken = not _port_is_free(grpc_port)
+        grpc_target = f"127.0.0.1:{_free_port() if taken else grpc_port}"
+        grpc_server = subprocess.Popen(
+            [sys.executable, "manage.py", "serve_otlp_grpc", "--bind", grpc_target, "--threads", "4"]
+        )
         try:
             self._wait_until_up(url, server)
+            self._wait_until_listening(grpc_target, grpc_server)
             self._send(url, key, skip)
-            self._print_welcome(url, key)
+            if taken:
+                self.stdout.write(f"port {grpc_port} is taken: OTLP/gRPC listens on {grpc_target} instead")
+            self._print_welcome(url, grpc_target, key)
             server.wait()
         except KeyboardInterrupt:
             pass
         finally:
-            server.terminate()
-            server.wait(timeout=10)
+            for process in (server, grpc_server):
+                process.terminate()
+            for process in (server, grpc_server):
+                process.wait(timeout=15)
 
     def _demo_project_key(self) -> str:
         with transaction.atomic():
@@ -78,11 +92,24 @@ class Command(BaseCommand):
                 time.sleep(0.2)
         raise CommandError("the server did not start within 60 s")
 
+    def _wait_until_listening(self, target: str, server: subprocess.Popen) -> None:
+        host, port = target.rsplit(":", 1)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if server.poll() is not None:
+                raise CommandError(f"the OTLP/gRPC receiver exited with code {server.returncode}")
+            try:
+                socket.create_connection((host, int(port)), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise CommandError("the OTLP/gRPC receiver did not start within 60 s")
+
     def _send(self, url: str, key: str, skip: set[str] = frozenset()) -> None:
         for run_id, calls in demo.send(url, key, skip).items():
             self.stdout.write(f"sent the demo run {run_id}: {calls} calls")
 
-    def _print_welcome(self, url: str, key: str) -> None:
+    def _print_welcome(self, url: str, grpc_target: str, key: str) -> None:
         database = settings.DATABASES["default"]["NAME"]
         self.stdout.write(
             "\n"
@@ -91,9 +118,29 @@ class Command(BaseCommand):
             f"  data: {database}\n"
             f"  ingest key of the demo project: {key}\n"
             "\n"
-            "Point an OpenTelemetry exporter at it with:\n"
+            "Point an OpenTelemetry exporter at it, over OTLP/HTTP:\n"
+            "  export OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf\n"
             f"  export OTEL_EXPORTER_OTLP_ENDPOINT={url}\n"
             f'  export OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer {key}"\n'
+            "or over OTLP/gRPC:\n"
+            "  export OTEL_EXPORTER_OTLP_PROTOCOL=grpc\n"
+            f"  export OTEL_EXPORTER_OTLP_ENDPOINT=http://{grpc_target}\n"
+            f'  export OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer {key}"\n'
             "\n"
-            "Ctrl-C stops the server.\n"
+            "Ctrl-C stops the servers.\n"
         )
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
