@@ -53,6 +53,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last: the 400 page it may answer with uses the user and htmx details set above.
+    "ctxview.security.UntrustedInputMiddleware",
 ]
 
 ROOT_URLCONF = "ctxview.urls"

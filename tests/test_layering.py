@@ -8,6 +8,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PURE = [ROOT / "ingest" / "otlp.py", *sorted((ROOT / "ctxview" / "analysis").glob("**/*.py"))]
 PURE += [path for path in [ROOT / "ingest" / "normalise.py"] if path.exists()]
+PURE += [ROOT / "ctxview" / "untrusted.py"]
 
 
 def imported_modules(path: Path) -> set[str]:
