@@ -132,6 +132,13 @@ CACHES = {
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
 
+# Failed logins per user and per address within the window; beyond, the login page answers 429 (0: off).
+CTXVIEW_LOGIN_MAX_FAILURES_PER_USER = env_int("CTXVIEW_LOGIN_MAX_FAILURES_PER_USER", 5)
+CTXVIEW_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("CTXVIEW_LOGIN_MAX_FAILURES_PER_ADDRESS", 30)
+CTXVIEW_LOGIN_WINDOW_SECONDS = env_int("CTXVIEW_LOGIN_WINDOW_SECONDS", 900, minimum=1)
+# Behind a proxy that sets X-Forwarded-For to the client's address (deploy/nginx): count that address.
+CTXVIEW_TRUST_X_FORWARDED_FOR = env_bool("CTXVIEW_TRUST_X_FORWARDED_FOR", False)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -140,6 +147,9 @@ LOGGING = {
     "loggers": {
         "ingest": {"handlers": ["console"], "level": env_str("CTXVIEW_LOG_LEVEL", "INFO")},
         "ctxview": {"handlers": ["console"], "level": env_str("CTXVIEW_LOG_LEVEL", "INFO")},
+        # A 500 with its traceback. Django's own default sends these only to mail_admins (no admins
+        # here) and to a console handler that works in DEBUG alone, so a server error left no trace.
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
     },
 }
 
