@@ -12,6 +12,7 @@ RUN CTXVIEW_SECRET_KEY=build python manage.py collectstatic --noinput -v0 \
     && mkdir -p /app/var && chown ctxview /app/var
 USER ctxview
 EXPOSE 8000
-# More processes: GUNICORN_CMD_ARGS="--workers 8 --threads 4" (docs/performance.md).
-ENV GUNICORN_CMD_ARGS="--workers 4 --threads 4 --max-requests 5000 --max-requests-jitter 500 --timeout 60"
-CMD ["gunicorn", "ctxview.wsgi:application", "-b", "0.0.0.0:8000"]
+# gunicorn as deploy/gunicorn.conf.py sets it (more processes: WEB_CONCURRENCY=8, docs/performance.md).
+# Publish it only through the buffering proxy in deploy/nginx (docker-compose.yml's `proxy`): clients that
+# send a byte a second would hold gunicorn's threads.
+CMD ["gunicorn", "ctxview.wsgi:application", "-c", "deploy/gunicorn.conf.py"]
