@@ -7,7 +7,9 @@ COPY ctxview ./ctxview
 COPY ingest ./ingest
 RUN pip install --no-cache-dir .
 COPY . .
-RUN CTXVIEW_SECRET_KEY=build python manage.py collectstatic --noinput -v0 \
+# collectstatic signs nothing, but settings refuse a known key: a throwaway random one.
+RUN CTXVIEW_SECRET_KEY="$(python -c 'import secrets; print(secrets.token_urlsafe(50))')" \
+    python manage.py collectstatic --noinput -v0 \
     && useradd --system --uid 1000 --home-dir /app ctxview \
     && mkdir -p /app/var && chown ctxview /app/var
 USER ctxview

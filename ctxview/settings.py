@@ -7,6 +7,8 @@ With no environment at all ctxview runs embedded: SQLite in ./var, Celery tasks 
 import secrets
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from ctxview.env import database_from_url, env_bool, env_int, env_list, env_str, sqlite_database
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -26,6 +28,14 @@ def _embedded_secret_key() -> str:
 
 SECRET_KEY = env_str("CTXVIEW_SECRET_KEY") or _embedded_secret_key()
 DEBUG = env_bool("CTXVIEW_DEBUG", False)
+# Defaults our own files once shipped, and placeholders from the docs: anyone can sign sessions with them.
+KNOWN_SECRET_KEYS = {"change-me", "changeme", "build", "secret", "...", "…"}
+if not DEBUG and (SECRET_KEY in KNOWN_SECRET_KEYS or SECRET_KEY.startswith("django-insecure")):
+    raise ImproperlyConfigured(
+        f"CTXVIEW_SECRET_KEY={SECRET_KEY!r} is a published default: set a long random one, e.g. "
+        "python -c 'import secrets; print(secrets.token_urlsafe(50))' (or leave it unset on one machine: "
+        "ctxview then generates one into CTXVIEW_DATA_DIR)"
+    )
 ALLOWED_HOSTS = env_list("CTXVIEW_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CTXVIEW_CSRF_TRUSTED_ORIGINS", [])
 
