@@ -1,12 +1,15 @@
 """The demo: three stories through the SDK, the real exporter and the live server, shown by the API and UI."""
 
+import socket
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from ctxview import demo
-from ingest.models import Call, Run
+from ctxview.management.commands.demo import Command as DemoCommand
+from ingest.keys import project_for_key
+from ingest.models import Call, IngestKey, Project, Run
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +120,25 @@ def test_the_item_lifecycle_of_the_dropped_fact(live_server, client, project, ke
     assert body["left"][0]["reason"] == "sliding_window"
     response = client.get(f"/api/v1/runs/{run.id}/items/no-such-item", HTTP_AUTHORIZATION=f"Bearer {key}")
     assert response.status_code == 404
+
+
+def test_a_busy_port_says_how_to_start_the_demo_elsewhere(db):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(CommandError) as refused:
+            call_command("demo", port=port, stdout=StringIO())
+    assert str(refused.value) == (
+        f"port {port} is in use (another ctxview?): start the demo on another port: "
+        "make demo PORT=8001 (or python manage.py demo --port 8001)"
+    )
+    assert not Project.objects.filter(slug="demo").exists()  # refused before anything was created
+
+
+def test_each_demo_start_replaces_the_demo_key_instead_of_adding_one(db):
+    first = DemoCommand()._demo_project_key()
+    second = DemoCommand()._demo_project_key()
+    active = IngestKey.objects.filter(project__slug="demo", revoked_at__isnull=True)
+    assert active.count() == 1
+    assert project_for_key(second).slug == "demo" and project_for_key(first) is None
