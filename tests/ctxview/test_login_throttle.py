@@ -8,6 +8,9 @@ import time
 import pytest
 import requests
 from django.core.cache import cache
+from django.test import RequestFactory
+
+from ctxview import throttle
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -86,3 +89,18 @@ def test_a_success_resets_the_users_count(live_server, throttled):
     for _ in range(throttled.CTXVIEW_LOGIN_MAX_FAILURES_PER_USER):
         assert log_in(live_server.url, "alice", "wrong").status_code == 200
     assert log_in(live_server.url, "alice", "wrong").status_code == 429
+
+
+@pytest.mark.parametrize(
+    "trusted, forwarded, expected",
+    [
+        (False, "203.0.113.9", "127.0.0.1"),  # not behind our proxy: the header is the client's word
+        (True, "203.0.113.9", "203.0.113.9"),
+        (True, "198.51.100.1, 203.0.113.9", "203.0.113.9"),  # the entry our proxy added is the last
+        (True, "", "127.0.0.1"),
+    ],
+)
+def test_the_address_counted_is_the_one_our_proxy_saw(settings, trusted, forwarded, expected):
+    settings.CTXVIEW_TRUST_X_FORWARDED_FOR = trusted
+    request = RequestFactory().post("/login/", REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR=forwarded)
+    assert throttle.client_address(request) == expected
