@@ -1,4 +1,4 @@
-"""Slow clients (slowloris): sixteen connections that trickle a POST /login/ body or an OTLP body, one
+"""Slow clients (slowloris): 32 connections that trickle a POST /login/ body or an OTLP body, one
 byte a second. Straight to gunicorn they hold every thread and the login page stops answering; through
 the repo's nginx (deploy/nginx), with gunicorn from deploy/gunicorn.conf.py, it answers at once.
 
@@ -20,8 +20,9 @@ import requests
 from tests import services
 
 ROOT = services.ROOT
-# Two workers of four threads: eight requests at a time. Sixteen slow clients are twice that.
-WORKERS, SLOW_CLIENTS = 2, 16
+# Two workers of four threads: eight requests at a time. Each worker accepts connections on its own, so
+# the slow ones do not split evenly: four times as many make sure both workers are full.
+WORKERS, SLOW_CLIENTS = 2, 32
 PATIENCE = 5.0  # seconds a normal request may take before it counts as blocked
 
 
@@ -128,6 +129,15 @@ class SlowClients:
             sock.close()
 
 
+def stalled_headers_dropped_after(port: int) -> float:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(b"GET /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and never the blank line
+        started = time.perf_counter()
+        while sock.recv(4096):  # nginx may answer 408 before it closes
+            pass
+        return time.perf_counter() - started
+
+
 def login_page_seconds(port: int) -> float | None:
     """Seconds until GET /login/ answered 200, or None when it did not within PATIENCE."""
     started = time.perf_counter()
@@ -161,6 +171,10 @@ def test_slow_clients_hold_gunicorn_but_not_nginx_in_front_of_it(tmp_path):
         assert direct is None, "the slow clients did not hold gunicorn: this test no longer shows the attack"
         assert all(seconds is not None and seconds < 1.0 for seconds in proxied), proxied
         assert also_direct is not None
+        # And a client that stops sending its headers is dropped (client_header_timeout 10s).
+        dropped = stalled_headers_dropped_after(nginx_port)
+        print(f"a client that stalls in its headers is dropped by nginx after {dropped:.1f} s")
+        assert 9 <= dropped <= 15
     finally:
         if nginx is not None:
             nginx.stop()
