@@ -7,11 +7,14 @@ COPY ctxview ./ctxview
 COPY ingest ./ingest
 RUN pip install --no-cache-dir .
 COPY . .
-RUN CTXVIEW_SECRET_KEY=build python manage.py collectstatic --noinput -v0 \
+# collectstatic signs nothing, but settings refuse a known key: a throwaway random one.
+RUN CTXVIEW_SECRET_KEY="$(python -c 'import secrets; print(secrets.token_urlsafe(50))')" \
+    python manage.py collectstatic --noinput -v0 \
     && useradd --system --uid 1000 --home-dir /app ctxview \
     && mkdir -p /app/var && chown ctxview /app/var
 USER ctxview
 EXPOSE 8000
-# More processes: GUNICORN_CMD_ARGS="--workers 8 --threads 4" (docs/performance.md).
-ENV GUNICORN_CMD_ARGS="--workers 4 --threads 4 --max-requests 5000 --max-requests-jitter 500 --timeout 60"
-CMD ["gunicorn", "ctxview.wsgi:application", "-b", "0.0.0.0:8000"]
+# gunicorn as deploy/gunicorn.conf.py sets it (more processes: WEB_CONCURRENCY=8, docs/performance.md).
+# Publish it only through the buffering proxy in deploy/nginx (docker-compose.yml's `proxy`): clients that
+# send a byte a second would hold gunicorn's threads.
+CMD ["gunicorn", "ctxview.wsgi:application", "-c", "deploy/gunicorn.conf.py"]

@@ -1,5 +1,7 @@
 # ctxview: `make demo` runs it with demo data, `make test` runs the tests.
 PYTHON ?= python3
+# make demo PORT=8001 when 8000 is taken
+PORT ?= 8000
 VENV := .venv
 BIN := $(VENV)/bin
 
@@ -15,7 +17,7 @@ install: $(VENV)/installed
 
 demo: $(VENV)/installed
 	$(BIN)/python manage.py migrate --noinput -v0
-	$(BIN)/python manage.py demo
+	$(BIN)/python manage.py demo --port $(PORT)
 
 test: $(VENV)/installed
 	$(BIN)/python -m pytest

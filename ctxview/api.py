@@ -1,10 +1,9 @@
 """The JSON read API under /api/v1/ (described by /api/v1/openapi.json). Errors are JSON with a
 one-line message; another project's data is a 404."""
 
-import base64
 import json
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import wraps
 from pathlib import Path
 
@@ -26,6 +25,7 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 CONTENT_LIMIT = 65_536
 MAX_CONTENT_LIMIT = 262_144
+MAX_SEQ = 2**31 - 1  # a call's seq is a 32-bit integer; openapi.json says the same
 
 
 def _with_catalogue_enums(document: dict) -> dict:
@@ -70,7 +70,7 @@ def api_view(view):
 
 def _int_param(request: HttpRequest, name: str, default: int, minimum: int, maximum: int) -> int:
     value = request.GET.get(name)
-    if value is None or value == "":
+    if value is None:
         return default
     try:
         number = int(value)
@@ -83,19 +83,21 @@ def _int_param(request: HttpRequest, name: str, default: int, minimum: int, maxi
 
 def _time_param(request: HttpRequest, name: str) -> datetime | None:
     value = request.GET.get(name)
-    if not value:
-        return None
+    if value is None:
+        return None  # absent; present but empty is no date-time (the schema's format), so a 400 below
     try:
         parsed = parse_datetime(value)
-        # In UTC: PostgreSQL refuses UTC offsets beyond 15:59, which ISO 8601 allows.
-        parsed = parsed.astimezone(UTC) if parsed is not None and parsed.tzinfo is not None else None
-    except (ValueError, OverflowError):
+    except ValueError:
         parsed = None
-    if parsed is None:
-        raise BadParameter(
-            f"{name} must be an ISO 8601 date and time with a time zone, e.g. 2026-11-30T09:00:00Z"
-        )
-    return parsed
+    if parsed is not None and parsed.tzinfo is not None:
+        try:
+            # In UTC: PostgreSQL refuses UTC offsets beyond 15:59, which ISO 8601 allows.
+            return parsed.astimezone(UTC)
+        except OverflowError:  # year 1 or 9999 pushed past Python's range by its offset: the range's end
+            return datetime.min.replace(tzinfo=UTC) if parsed.year == 1 else datetime.max.replace(tzinfo=UTC)
+    raise BadParameter(
+        f"{name} must be an ISO 8601 date and time with a time zone, e.g. 2026-11-30T09:00:00Z"
+    )
 
 
 def _next_url(request: HttpRequest, **params) -> str:
@@ -263,19 +265,25 @@ def _search(queryset: QuerySet[Run], request: HttpRequest) -> QuerySet[Run]:
     return queryset
 
 
+_CURSOR = re.compile(r"^([0-9]{1,18})_([0-9]{1,18})$")  # openapi.json has the same pattern
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def _encode_cursor(started_at: datetime, run_id: int) -> str:
-    return base64.urlsafe_b64encode(f"{started_at.isoformat()}|{run_id}".encode()).decode()
+    """The last run of a page: its start in microseconds since 1970 and its id. Any value of this shape
+    is a valid place to continue from, so what the schema allows the API takes."""
+    return f"{(started_at - _EPOCH) // timedelta(microseconds=1)}_{run_id}"
 
 
 def _decode_cursor(cursor: str) -> tuple[datetime, int]:
+    found = _CURSOR.match(cursor)
+    if found is None:
+        raise BadParameter("cursor is not one this API gave out (it is the 'next' link's)")
+    micros, run_id = int(found.group(1)), int(found.group(2))
     try:
-        started, run_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
-        parsed = parse_datetime(started)
-        if parsed is None:
-            raise ValueError
-        return parsed, int(run_id)
-    except (ValueError, UnicodeDecodeError):
-        raise BadParameter("cursor is not one this API gave out") from None
+        return _EPOCH + timedelta(microseconds=micros), run_id
+    except OverflowError:  # beyond year 9999: after every run
+        return datetime.max.replace(tzinfo=UTC), run_id
 
 
 def _get_run(projects: QuerySet[Project], run_id: int) -> Run | None:
@@ -297,7 +305,7 @@ def run_calls(request: HttpRequest, projects: QuerySet[Project], run_id: int) ->
     if run is None:
         return error("no such run", 404)
     limit = _int_param(request, "limit", 100, 1, MAX_LIMIT)
-    after = _int_param(request, "after_seq", 0, 0, 2**31)
+    after = _int_param(request, "after_seq", 0, 0, MAX_SEQ)
     page = list(run.calls.filter(seq__gt=after).order_by("seq")[: limit + 1])
     next_url = None
     if len(page) > limit:
@@ -313,8 +321,11 @@ def call_detail(request: HttpRequest, projects: QuerySet[Project], call_id: int)
     if call is None:
         return error("no such call", 404)
     contents = None
+    # Checked whether or not content is asked for: a wrong value is a mistake either way.
+    limit = _int_param(request, "content_limit", CONTENT_LIMIT, 1, MAX_CONTENT_LIMIT)
+    if request.GET.get("content", "0") not in ("0", "1", "true"):
+        raise BadParameter("content must be 0, 1 or true")
     if request.GET.get("content") in ("1", "true"):
-        limit = _int_param(request, "content_limit", CONTENT_LIMIT, 1, MAX_CONTENT_LIMIT)
         rows = Content.objects.filter(
             project_id=call.project_id, hash__in=[item["hash"] for item in call.items]
         )

@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from ctxview.models import Bookmark, Label, Note, NoteRevision
+from ctxview.untrusted import csv_cell
 from ingest.analyse import analyse_run
 from ingest.models import Call, Content, Project, Run
 
@@ -127,7 +128,9 @@ def import_run(project: Project, document: dict, user=None) -> Run:
     _require(isinstance(document, dict), "the document must be a JSON object")
     _require(document.get("format") == FORMAT, f"format must be {FORMAT!r}")
     _require(
-        document.get("version") == VERSION, f"version {document.get('version')!r} is not supported (1 is)"
+        # type(): true == 1 in Python, but a boolean is no version number.
+        type(document.get("version")) is int and document["version"] == VERSION,
+        f"version {document.get('version')!r} is not supported (1 is)",
     )
     for key, kind in (
         ("run", dict),
@@ -295,20 +298,20 @@ def calls_csv(run: Run) -> str:
     )
     for call in run.calls.filter(seq__isnull=False).order_by("seq").iterator():
         cache = (call.analysis or {}).get("cache") or {}
-        writer.writerow(
-            [
-                call.seq,
-                call.turn,
-                call.started_at.isoformat(),
-                call.model,
-                call.provider,
-                *("" if getattr(call, name) is None else getattr(call, name) for name in USAGE_FIELDS),
-                len(call.items),
-                call.content_captured,
-                cache.get("cause") or "",
-                cache.get("invalidator_item_id") or "",
-                call.trace_id,
-                call.span_id,
-            ]
-        )
+        # Model names, providers and item ids come from traces: never let a spreadsheet run them.
+        row = [
+            call.seq,
+            call.turn,
+            call.started_at.isoformat(),
+            call.model,
+            call.provider,
+            *("" if getattr(call, name) is None else getattr(call, name) for name in USAGE_FIELDS),
+            len(call.items),
+            call.content_captured,
+            cache.get("cause") or "",
+            cache.get("invalidator_item_id") or "",
+            call.trace_id,
+            call.span_id,
+        ]
+        writer.writerow([csv_cell(cell) for cell in row])
     return out.getvalue()

@@ -7,6 +7,7 @@ writes only what ingest writes (an import). A stranger's request is a 404, a mem
 """
 
 import json
+import math
 from functools import partial, wraps
 
 from django.db import transaction
@@ -21,6 +22,7 @@ from ctxview import exchange
 from ctxview.access import NotAuthenticated, api_projects, has_role
 from ctxview.api import error, run_detail
 from ctxview.models import Bookmark, Label, Note, NoteRevision
+from ctxview.untrusted import MAX_JSON_DEPTH, json_problem
 from ingest.analyse import config_for, invalidate
 from ingest.keys import key_from_request
 from ingest.models import Call, Membership, Project, Run
@@ -70,12 +72,28 @@ def _body(request: HttpRequest, limit: int = 1_000_000) -> dict:
     if declared > limit:
         raise Refused(f"the body is larger than {limit} bytes", 413)
     try:
-        value = json.loads(request.body or b"{}")
+        value = json.loads(request.body or b"{}", parse_constant=_no_constant, parse_float=_finite)
+    except RecursionError:
+        raise Refused(f"the body is nested deeper than {MAX_JSON_DEPTH} levels", 400) from None
     except ValueError as exc:
         raise Refused(f"the body is not valid JSON: {exc}", 400) from None
     if not isinstance(value, dict):
         raise Refused("the body must be a JSON object", 400)
+    if problem := json_problem(value):
+        raise Refused(problem, 400)
     return value
+
+
+def _no_constant(name: str):
+    # Python's json reads NaN and Infinity, which are not JSON and which PostgreSQL's jsonb refuses.
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):  # 1e400
+        raise ValueError(f"{text[:40]} is too large a number")
+    return number
 
 
 def _readable_run(request: HttpRequest, run_id: int) -> Run:
@@ -302,6 +320,8 @@ def project_policy(request: HttpRequest, slug: str) -> JsonResponse:
     )
 
 
+# Dollars per million tokens; far above any real price, and keeps every figure finite (1e400 is inf).
+MAX_PRICE = 1_000_000
 PRICE_FIELDS = prices.FIELDS  # what a stored price row may set (analysis.prices.table_from_rows reads it)
 
 
@@ -337,9 +357,16 @@ def clean_prices(rows) -> list[dict]:
             required = name in ("input", "output")
             if (value is None and required) or (
                 value is not None
-                and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0)
+                and (
+                    isinstance(value, bool)
+                    or not isinstance(value, int | float)
+                    or not 0 <= value <= MAX_PRICE
+                )
             ):
-                raise ValueError(f"prices[{index}].{name} must be a number of dollars per million tokens")
+                raise ValueError(
+                    f"prices[{index}].{name} must be a number of dollars per million tokens"
+                    f" from 0 to {MAX_PRICE:,}"
+                )
     return [{"model": row["model"].strip(), **{n: row[n] for n in PRICE_FIELDS if n in row}} for row in rows]
 
 

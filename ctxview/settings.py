@@ -28,6 +28,14 @@ def _embedded_secret_key() -> str:
 
 SECRET_KEY = env_str("CTXVIEW_SECRET_KEY") or _embedded_secret_key()
 DEBUG = env_bool("CTXVIEW_DEBUG", False)
+# Defaults our own files once shipped, and placeholders from the docs: anyone can sign sessions with them.
+KNOWN_SECRET_KEYS = {"change-me", "changeme", "build", "secret", "...", "…"}
+if not DEBUG and (SECRET_KEY in KNOWN_SECRET_KEYS or SECRET_KEY.startswith("django-insecure")):
+    raise ImproperlyConfigured(
+        f"CTXVIEW_SECRET_KEY={SECRET_KEY!r} is a published default: set a long random one, e.g. "
+        "python -c 'import secrets; print(secrets.token_urlsafe(50))' (or leave it unset on one machine: "
+        "ctxview then generates one into CTXVIEW_DATA_DIR)"
+    )
 ALLOWED_HOSTS = env_list("CTXVIEW_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CTXVIEW_CSRF_TRUSTED_ORIGINS", [])
 
@@ -55,6 +63,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last: the 400 page it may answer with uses the user and htmx details set above.
+    "ctxview.security.UntrustedInputMiddleware",
 ]
 
 ROOT_URLCONF = "ctxview.urls"
@@ -132,6 +142,13 @@ CACHES = {
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
 
+# Failed logins per user and per address within the window; beyond, the login page answers 429 (0: off).
+CTXVIEW_LOGIN_MAX_FAILURES_PER_USER = env_int("CTXVIEW_LOGIN_MAX_FAILURES_PER_USER", 5)
+CTXVIEW_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("CTXVIEW_LOGIN_MAX_FAILURES_PER_ADDRESS", 30)
+CTXVIEW_LOGIN_WINDOW_SECONDS = env_int("CTXVIEW_LOGIN_WINDOW_SECONDS", 900, minimum=1)
+# Behind a proxy that sets X-Forwarded-For to the client's address (deploy/nginx): count that address.
+CTXVIEW_TRUST_X_FORWARDED_FOR = env_bool("CTXVIEW_TRUST_X_FORWARDED_FOR", False)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -140,6 +157,9 @@ LOGGING = {
     "loggers": {
         "ingest": {"handlers": ["console"], "level": env_str("CTXVIEW_LOG_LEVEL", "INFO")},
         "ctxview": {"handlers": ["console"], "level": env_str("CTXVIEW_LOG_LEVEL", "INFO")},
+        # A 500 with its traceback. Django's own default sends these only to mail_admins (no admins
+        # here) and to a console handler that works in DEBUG alone, so a server error left no trace.
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
     },
 }
 

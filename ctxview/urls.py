@@ -28,7 +28,7 @@ urlpatterns = [
     path("api/v1/projects/<slug:slug>/prices", review_api.project_prices, name="cv-api-project-prices"),
     path("api/", api.not_found, {"rest": ""}),
     path("api/<path:rest>", api.not_found, name="cv-api-not-found"),
-    path("login/", auth_views.LoginView.as_view(), name="cv-login"),
+    path("login/", views.LoginView.as_view(), name="cv-login"),
     path("logout/", auth_views.LogoutView.as_view(), name="cv-logout"),
     path("", views.projects, name="cv-projects"),
     path("projects/new", views.create_project, name="cv-project-create"),

@@ -1,6 +1,9 @@
 """HTML views. Thin: check access, fetch, render."""
 
+import math
+
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db import IntegrityError, transaction
@@ -11,6 +14,7 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_POST
 
 from ctxcore import catalogue
+from ctxview import throttle
 from ctxview.access import get_project_for_user, has_role, projects_for_user
 from ctxview.panels import load
 from ctxview.panels import runs as runs_query
@@ -18,6 +22,35 @@ from ctxview.params import BadParameter
 from ctxview.views_common import bad_request, render_page, ui_view
 from ingest.keys import create_key
 from ingest.models import IngestKey, Membership, Project, RawBatch
+
+
+class LoginView(auth_views.LoginView):
+    """Django's login page, throttled per user and per address (ctxview.throttle): past the limit a 429
+    with the wait, before any password is checked."""
+
+    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        username = request.POST.get("username", "")[:150]
+        wait = throttle.wait_seconds(username, throttle.client_address(request))
+        if wait:
+            minutes = math.ceil(wait / 60)
+            message = (
+                "Too many failed logins for this user or from this address: "
+                f"try again in {minutes} minute{'s' if minutes != 1 else ''}."
+            )
+            response = self.render_to_response(
+                self.get_context_data(form=self.get_form_class()(request), throttled=message), status=429
+            )
+            response["Retry-After"] = str(wait)
+            return response
+        return super().post(request, *args, **kwargs)
+
+    def form_invalid(self, form) -> HttpResponse:
+        throttle.failed(self.request.POST.get("username", "")[:150], throttle.client_address(self.request))
+        return super().form_invalid(form)
+
+    def form_valid(self, form) -> HttpResponse:
+        throttle.succeeded(form.get_user().get_username())
+        return super().form_valid(form)
 
 
 @ui_view

@@ -184,6 +184,8 @@ def _settings_action(request: HttpRequest, project, action: str) -> str | None:
 
         try:
             given = json.loads(data.get("prices") or "[]")
+        except RecursionError:
+            return "the prices are nested too deep to be a price table"
         except ValueError as exc:
             return f"the prices are not valid JSON: {exc}"
         try:

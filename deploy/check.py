@@ -3,7 +3,8 @@
     .venv/bin/python deploy/check.py
 
 - docker-compose.yml: every depends_on names a service, every named volume is declared, every bind
-  mount exists, the collector gets every ${env:...} its config reads.
+  mount exists, the collector gets every ${env:...} its config reads, only the proxy publishes the web
+  app, and the secret key has no default.
 - deploy/otel-collector.yaml: every component a pipeline names is defined, every extension used is
   defined, and each component's keys are among those its documentation lists (below, for the
   components used here; the collector itself rejects unknown keys at start, so a typo would stop it).
@@ -129,6 +130,12 @@ def check_compose(compose: dict, collector_text: str) -> list[str]:
     problems += [
         f"the collector reads ${{env:{name}}} but compose does not set it" for name in wanted - given
     ]
+    # gunicorn is reached only through the buffering proxy (deploy/nginx): slow clients would hold it.
+    if services.get("web", {}).get("ports"):
+        problems.append("web publishes ports: only the proxy may (deploy/nginx)")
+    secret = str((compose.get("x-ctxview-env") or {}).get("CTXVIEW_SECRET_KEY", ""))
+    if ":-" in secret:
+        problems.append("CTXVIEW_SECRET_KEY has a default: anyone could sign sessions with it")
     ports = {str(port).split(":")[-1] for port in collector.get("ports", [])}
     problems += [f"the collector does not publish {port}" for port in ("4317", "4318") if port not in ports]
     return problems

@@ -1,6 +1,7 @@
 import os
 
 import pytest
+from django.core.cache import cache
 
 from ctxview.celery import app as celery_app
 from tests import factories, services
@@ -18,6 +19,13 @@ def _eager_tasks_unless_services(request):
         # finish before the database is flushed under them.
         services.wait_for(services.workers_idle, 60, "the workers to finish their tasks", interval=0.3)
     celery_app.conf.task_always_eager = previous
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Login failures and rate-limit counts live in the cache: one test's must not lock out the next's."""
+    yield
+    cache.clear()
 
 
 @pytest.fixture

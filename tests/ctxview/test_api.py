@@ -162,10 +162,32 @@ def test_runs_filter_by_service_and_time(client, key, runs):
         ("limit=x", "limit must be a whole number"),
         ("since=yesterday", "since must be an ISO 8601 date and time"),
         ("cursor=zzz", "cursor is not one"),
+        ("until=", "until must be an ISO 8601 date and time"),
+        ("limit=", "limit must be a whole number"),
     ],
 )
 def test_runs_reject_bad_parameters(client, key, runs, query, message):
     assert message in get(client, key, f"/api/v1/runs?{query}", status=400)["error"]
+
+
+def test_what_the_schema_allows_the_api_takes_and_what_it_forbids_the_api_refuses(client, key, runs):
+    """The drift an attacker found, both ways; tests/fuzz/test_api_schema.py checks the rest."""
+    schema = get(client, key, "/api/v1/openapi.json")["components"]["parameters"]
+    run_id = get(client, key, "/api/v1/runs")["runs"][-1]["id"]
+    call_id = get(client, key, f"/api/v1/runs/{run_id}/calls")["calls"][0]["id"]
+    biggest_seq = schema["after_seq"]["schema"]["maximum"]
+    assert get(client, key, f"/api/v1/runs/{run_id}/calls?after_seq={biggest_seq}")["calls"] == []
+    get(client, key, f"/api/v1/runs/{run_id}/calls?after_seq={biggest_seq + 1}", status=400)
+    # Any cursor of the documented shape is a place to continue from: here, after the end of time.
+    assert get(client, key, "/api/v1/runs?cursor=999999999999999999_1")["runs"]
+    assert get(client, key, "/api/v1/runs?cursor=0_1")["runs"] == []
+    biggest_limit = schema["content_limit"]["schema"]["maximum"]
+    get(client, key, f"/api/v1/calls/{call_id}?content_limit={biggest_limit}")
+    message = get(client, key, f"/api/v1/calls/{call_id}?content_limit={biggest_limit + 1}", status=400)
+    assert message["error"] == f"content_limit must be between 1 and {biggest_limit}"
+    assert get(client, key, f"/api/v1/calls/{call_id}?content=yes", status=400)["error"] == (
+        "content must be 0, 1 or true"
+    )
 
 
 def test_calls_of_a_run_in_seq_order(client, key, runs):

@@ -11,12 +11,14 @@ from contextlib import closing
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from ctxview import demo
-from ingest.models import Call, Run
+from ctxview.management.commands.demo import Command as DemoCommand
+from ingest.keys import project_for_key
+from ingest.models import Call, IngestKey, Project, Run
 from tests import otel, services
 
 
@@ -175,3 +177,25 @@ def test_make_demo_serves_otlp_grpc_too_and_prints_both_endpoints(tmp_path):
             demo_process.popen.send_signal(signal.SIGINT)  # as Ctrl-C: the demo stops both servers
             demo_process.popen.wait(timeout=30)
             demo_process.stop()
+
+
+def test_a_busy_port_says_how_to_start_the_demo_elsewhere(db):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(CommandError) as refused:
+            call_command("demo", port=port, stdout=StringIO())
+    assert str(refused.value) == (
+        f"port {port} is in use (another ctxview?): start the demo on another port: "
+        "make demo PORT=8001 (or python manage.py demo --port 8001)"
+    )
+    assert not Project.objects.filter(slug="demo").exists()  # refused before anything was created
+
+
+def test_each_demo_start_replaces_the_demo_key_instead_of_adding_one(db):
+    first = DemoCommand()._demo_project_key()
+    second = DemoCommand()._demo_project_key()
+    active = IngestKey.objects.filter(project__slug="demo", revoked_at__isnull=True)
+    assert active.count() == 1
+    assert project_for_key(second).slug == "demo" and project_for_key(first) is None

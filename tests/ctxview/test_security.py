@@ -3,6 +3,7 @@
 import logging
 import os
 import secrets
+import shlex
 import subprocess
 import sys
 
@@ -70,6 +71,63 @@ def test_the_deployment_check_is_clean_with_production_settings(tmp_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout
+
+
+def readme_production_variables() -> dict[str, str]:
+    """The variables the README's production block exports, as written there."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Production and scaling", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    variables = {}
+    for line in block.splitlines():
+        if line.startswith("export "):
+            variables.update(part.split("=", 1) for part in shlex.split(line)[1:])
+    return variables
+
+
+def test_the_readme_production_block_passes_the_deployment_check(tmp_path):
+    variables = readme_production_variables()
+    assert variables["CTXVIEW_SECRET_KEY"] == "…"  # the one placeholder a reader must fill in
+    # With the placeholder itself ctxview refuses to start, saying why.
+    refused = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=os.environ | variables | {"CTXVIEW_DATA_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode != 0 and "is a published default" in refused.stderr
+    env = (
+        os.environ
+        | variables
+        | {
+            "CTXVIEW_SECRET_KEY": secrets.token_urlsafe(60),
+            "CTXVIEW_DATA_DIR": str(tmp_path),
+        }
+    )
+    env.pop("CTXVIEW_DEBUG", None)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues (0 silenced)" in result.stdout
+
+
+@pytest.mark.parametrize("key", ["change-me", "build", "django-insecure-abc"])
+def test_a_published_secret_key_stops_the_start_outside_debug(tmp_path, key):
+    env = os.environ | {"CTXVIEW_SECRET_KEY": key, "CTXVIEW_DATA_DIR": str(tmp_path)}
+    env.pop("CTXVIEW_DEBUG", None)
+    args = [sys.executable, "manage.py", "check"]
+    refused = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0
+    assert f"CTXVIEW_SECRET_KEY={key!r} is a published default" in refused.stderr
+    debug = env | {"CTXVIEW_DEBUG": "true"}
+    assert subprocess.run(args, cwd=ROOT, env=debug, capture_output=True, timeout=120).returncode == 0
 
 
 def test_https_settings_redirect_pages_but_never_the_receiver(tmp_path):

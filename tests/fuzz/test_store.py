@@ -28,7 +28,7 @@ pytestmark = [
 @pytest.fixture
 def postgresql(db):
     if connection.vendor != "postgresql":
-        services.require("DATABASE_URL (PostgreSQL): NUL, surrogates and number ranges are PostgreSQL's")
+        services.require("DATABASE_URL naming PostgreSQL (NUL, surrogates and number ranges are its limits)")
 
 
 def with_valid_ids(message, signal: str):

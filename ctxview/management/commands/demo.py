@@ -1,6 +1,7 @@
 """Run ctxview embedded with demo data: a demo user and project, the server, and sample runs sent
 through the real OTLP path."""
 
+import errno
 import socket
 import subprocess
 import sys
@@ -14,11 +15,25 @@ from django.db import transaction
 
 from ctxview import demo
 from ingest.keys import create_key
-from ingest.models import Membership, Project, Run
+from ingest.models import IngestKey, Membership, Project, Run
 
 DEMO_USER = "demo"
 DEMO_PASSWORD = "demo"
 DEMO_PROJECT = "demo"
+
+
+_OTHER_PORT = "start the demo on another port: make demo PORT=8001 (or python manage.py demo --port 8001)"
+
+
+def _require_free_port(port: int) -> None:
+    """A clear way out when the port is taken, before anything is created or started."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CommandError(f"port {port} is in use (another ctxview?): {_OTHER_PORT}") from None
+            raise CommandError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
 
 
 class Command(BaseCommand):
@@ -38,6 +53,7 @@ class Command(BaseCommand):
                 raise CommandError("--url needs --key (an ingest key of the target project)")
             self._send(url, key)
             return
+        _require_free_port(port)
         key = self._demo_project_key()
         # Runs already in the demo project are not sent again (their spans would get new ids).
         skip = set(Run.objects.filter(project__slug=DEMO_PROJECT).values_list("key", flat=True))
@@ -76,6 +92,10 @@ class Command(BaseCommand):
             Membership.objects.update_or_create(
                 project=project, user=user, defaults={"role": Membership.Role.ADMIN}
             )
+            # Only the hash of a key is kept, so the last one cannot be shown again: replace it, so that
+            # running the demo again does not leave another active key behind.
+            for old_key in IngestKey.objects.filter(project=project, name="demo", revoked_at__isnull=True):
+                old_key.revoke()
             return create_key(project, name="demo", user=user)
 
     def _wait_until_up(self, url: str, server: subprocess.Popen) -> None:
@@ -83,7 +103,8 @@ class Command(BaseCommand):
         while time.monotonic() < deadline:
             if server.poll() is not None:
                 raise CommandError(
-                    f"the server exited with code {server.returncode}; is {url} already in use?"
+                    f"the server exited with code {server.returncode}; if {url} is already in use, "
+                    f"{_OTHER_PORT}"
                 )
             try:
                 with urllib.request.urlopen(f"{url}/login/", timeout=1):

@@ -1,0 +1,18 @@
+"""gunicorn for ctxview: ``gunicorn ctxview.wsgi:application -c deploy/gunicorn.conf.py``.
+
+Serve it behind deploy/nginx (docker-compose.yml does): its threads read requests one at a time, so
+clients that trickle their headers or bodies would hold them all; nginx holds those clients instead.
+GUNICORN_CMD_ARGS (and the command line) override what is set here.
+"""
+
+import os
+
+bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
+# A worker process per core, a few threads each: requests mostly wait on the database.
+workers = int(os.environ.get("WEB_CONCURRENCY", "4"))
+threads = 4
+max_requests = 5000
+max_requests_jitter = 500
+timeout = 60
+# Requests come from nginx over a kept-alive connection (its upstream keepalive).
+keepalive = 30

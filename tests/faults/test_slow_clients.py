@@ -1,0 +1,181 @@
+"""Slow clients (slowloris): 32 connections that trickle a POST /login/ body or an OTLP body, one
+byte a second. Straight to gunicorn they hold every thread and the login page stops answering; through
+the repo's nginx (deploy/nginx), with gunicorn from deploy/gunicorn.conf.py, it answers at once.
+
+Real processes on loopback: Debian's nginx (.ci/run installs it) and gunicorn serving ctxview.
+"""
+
+import os
+import shutil
+import socket
+import string
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import requests
+
+from tests import services
+
+ROOT = services.ROOT
+# Two workers of four threads: eight requests at a time. Each worker accepts connections on its own, so
+# the slow ones do not split evenly: four times as many make sure both workers are full.
+WORKERS, SLOW_CLIENTS = 2, 32
+PATIENCE = 5.0  # seconds a normal request may take before it counts as blocked
+
+
+def start_gunicorn(tmp: Path) -> tuple[services.Process, int]:
+    port = services.free_port()
+    env = os.environ | {
+        "CTXVIEW_DATA_DIR": str(tmp / "data"),  # the login page needs no table: a fresh SQLite is enough
+        "DATABASE_URL": f"sqlite:///{tmp / 'data' / 'db.sqlite3'}",
+        "GUNICORN_BIND": f"127.0.0.1:{port}",
+        "WEB_CONCURRENCY": str(WORKERS),
+    }
+    env.pop("GUNICORN_CMD_ARGS", None)
+    (tmp / "data").mkdir()
+    args = [sys.executable, "-m", "gunicorn", "ctxview.wsgi:application", "-c", "deploy/gunicorn.conf.py"]
+    process = services.Process("slow-clients-gunicorn", args, env)
+    wait_answers(process, f"http://127.0.0.1:{port}")
+    return process, port
+
+
+def start_nginx(tmp: Path, upstream_port: int) -> tuple[services.Process, int]:
+    """nginx with the repo's server config, filled in as the official image does (envsubst of the two
+    variables), inside a minimal main config of our own (pid, logs and temp files in ``tmp``)."""
+    port = services.free_port()
+    template = (ROOT / "deploy" / "nginx" / "ctxview.conf.template").read_text()
+    server = string.Template(template).safe_substitute(
+        CTXVIEW_UPSTREAM=f"127.0.0.1:{upstream_port}", NGINX_PORT=f"127.0.0.1:{port}"
+    )
+    (tmp / "ctxview.conf").write_text(server)
+    temp = tmp / "nginx-temp"
+    temp.mkdir()
+    temp.chmod(0o777)  # as root, nginx's workers run as nobody
+    tmp.chmod(0o755)
+    (tmp / "nginx.conf").write_text(
+        f"""
+daemon off;
+worker_processes 1;
+pid {tmp}/nginx.pid;
+error_log {tmp}/nginx-error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {temp}/body;
+    proxy_temp_path {temp}/proxy;
+    fastcgi_temp_path {temp}/fastcgi;
+    uwsgi_temp_path {temp}/uwsgi;
+    scgi_temp_path {temp}/scgi;
+    include {tmp}/ctxview.conf;
+}}
+"""
+    )
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    checked = subprocess.run([nginx, "-t", "-c", str(tmp / "nginx.conf")], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+    process = services.Process("slow-clients-nginx", [nginx, "-c", str(tmp / "nginx.conf")], dict(os.environ))
+    wait_answers(process, f"http://127.0.0.1:{port}")
+    return process, port
+
+
+def wait_answers(process: services.Process, url: str) -> None:
+    def answers():
+        assert process.alive(), process.log()
+        try:
+            return requests.get(f"{url}/login/", timeout=5).status_code == 200
+        except requests.RequestException:
+            return False
+
+    services.wait_for(answers, 60, f"{url}/login/ to answer")
+
+
+class SlowClients:
+    """Connections that send their headers, then their body one byte a second, and never finish."""
+
+    def __init__(self, port: int, count: int) -> None:
+        self.port, self.stop = port, threading.Event()
+        self.sockets: list[socket.socket] = []
+        self.threads = [threading.Thread(target=self._trickle, args=(n,), daemon=True) for n in range(count)]
+
+    def _trickle(self, number: int) -> None:
+        # Half hold a login form, half an OTLP export (the receiver waits for the whole body too).
+        path, kind = ("/login/", "application/x-www-form-urlencoded")
+        if number % 2:
+            path, kind = ("/v1/traces", "application/x-protobuf")
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=30)
+        self.sockets.append(sock)
+        try:
+            sock.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {kind}\r\n"
+                f"Authorization: Bearer cvk_slow\r\nContent-Length: 100000\r\n\r\n".encode()
+            )
+            while not self.stop.wait(1.0):
+                sock.sendall(b"a")
+        except OSError:
+            pass  # closed by the server (nginx's client_body_timeout does not fire at a byte a second)
+
+    def __enter__(self) -> "SlowClients":
+        for thread in self.threads:
+            thread.start()
+        time.sleep(2)  # every connection open and holding a thread (or nginx's attention)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        for sock in self.sockets:
+            sock.close()
+
+
+def stalled_headers_dropped_after(port: int) -> float:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(b"GET /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and never the blank line
+        started = time.perf_counter()
+        while sock.recv(4096):  # nginx may answer 408 before it closes
+            pass
+        return time.perf_counter() - started
+
+
+def login_page_seconds(port: int) -> float | None:
+    """Seconds until GET /login/ answered 200, or None when it did not within PATIENCE."""
+    started = time.perf_counter()
+    try:
+        response = requests.get(f"http://127.0.0.1:{port}/login/", timeout=PATIENCE)
+    except requests.Timeout:
+        return None
+    assert response.status_code == 200
+    return time.perf_counter() - started
+
+
+def test_slow_clients_hold_gunicorn_but_not_nginx_in_front_of_it(tmp_path):
+    if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
+        services.require("nginx (apt-get install nginx; .ci/run does)")
+    gunicorn, gunicorn_port = start_gunicorn(tmp_path)
+    nginx = None
+    try:
+        nginx, nginx_port = start_nginx(tmp_path, gunicorn_port)
+        quiet = login_page_seconds(nginx_port)
+        with SlowClients(gunicorn_port, SLOW_CLIENTS):
+            direct = login_page_seconds(gunicorn_port)
+        with SlowClients(nginx_port, SLOW_CLIENTS):
+            proxied = [login_page_seconds(nginx_port) for _ in range(5)]
+            # Gunicorn behind it is idle: nginx has not passed a single incomplete request on.
+            also_direct = login_page_seconds(gunicorn_port)
+        straight = f"did not answer in {PATIENCE:.0f} s" if direct is None else f"answered in {direct:.2f} s"
+        print(
+            f"{SLOW_CLIENTS} slow clients, gunicorn {WORKERS}x4 threads: straight to gunicorn the login page "
+            f"{straight}; through nginx {max(proxied) * 1000:.0f} ms at most (quiet: {quiet * 1000:.0f} ms)"
+        )
+        assert direct is None, "the slow clients did not hold gunicorn: this test no longer shows the attack"
+        assert all(seconds is not None and seconds < 1.0 for seconds in proxied), proxied
+        assert also_direct is not None
+        # And a client that stops sending its headers is dropped (client_header_timeout 10s).
+        dropped = stalled_headers_dropped_after(nginx_port)
+        print(f"a client that stalls in its headers is dropped by nginx after {dropped:.1f} s")
+        assert 9 <= dropped <= 15
+    finally:
+        if nginx is not None:
+            nginx.stop()
+        gunicorn.stop()
