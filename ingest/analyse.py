@@ -82,6 +82,7 @@ def _input(call: Call, contents: dict[str, str]) -> CallInput:
             "tool_calls": call.tool_calls,
             "tool_definitions": call.tool_definitions,
             "contents": contents,
+            "agent": call.agent_name or None,
         }
     )
 
