@@ -205,17 +205,16 @@ def _note(
         )
     if expected is None or not calibration.disagree(expected, reported):
         return None
-    basis = (
-        f"calibrated on {fit['calls']} earlier call{'s' if fit['calls'] != 1 else ''} of this run "
-        f"(× {fit['ratio']} + {fit['overhead']} tokens)"
-        if fit is not None
-        else "not calibrated yet (no earlier call of this run reported a read)"
-    )
-    below = f", below this model's minimum of {minimum}," if estimate < minimum else ""
+    below = f" (below this model's minimum of {minimum})" if estimate < minimum else ""
+    if fit is None:
+        basis = "not calibrated yet: no earlier call of this run reported a read"
+    else:
+        calls = f"{fit['calls']} earlier call{'s' if fit['calls'] != 1 else ''}"
+        basis = f"calibrated on {calls} of this run (× {fit['ratio']} + {fit['overhead']} tokens), {expected}"
     return (
-        f"Our estimate of the reused prefix ({estimate} tokens{below} {basis}: {expected}) differs from "
-        f"the {reported} tokens the provider reports reading: the reported figure stands. Our counts use "
-        "another tokenizer and miss what the provider adds, such as its tool-use preamble."
+        f"Our estimate of the reused prefix is {estimate} tokens{below}, {basis}; the provider reports "
+        f"reading {reported} tokens, and the reported figure stands. Our counts use another tokenizer "
+        "and miss what the provider adds, such as its tool-use preamble."
     )
 
 

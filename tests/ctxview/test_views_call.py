@@ -182,7 +182,7 @@ def test_a_read_our_estimate_disagrees_with_shows_a_calibration_note_not_a_findi
 
     body = viewer_client.get(f"/calls/{call.id}/").content.decode()
     assert "Calibration note:" in body
-    assert "the reported figure stands" in body and f"{WRITTEN} tokens the provider reports reading" in body
+    assert "the reported figure stands" in body and f"the provider reports reading {WRITTEN} tokens" in body
 
 
 def test_the_calibration_note_is_escaped(viewer_client, calibrated):
