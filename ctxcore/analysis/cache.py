@@ -197,11 +197,10 @@ def _note(
     if reported <= 0:
         return None
     if estimate == 0:
-        whose = "an earlier call of its agent" if call.agent is not None else "an earlier call"
         return (
             f"The provider reports reading {reported} tokens from the cache, but this call shares no cached "
-            f"prefix with {whose} that the trace shows (a prefix cached by another agent, or content the "
-            "trace leaves out): the reported figure stands."
+            "prefix with an earlier call that the trace shows (a prefix another agent cached, or content "
+            "the trace leaves out): the reported figure stands."
         )
     if expected is None or not calibration.disagree(expected, reported):
         return None

@@ -1,6 +1,7 @@
 """Property tests: the chained prefix equals a naive comparison, and results depend only on the sequence."""
 
 import json
+from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -266,3 +267,19 @@ def test_interleaving_two_agents_finds_exactly_the_breaks_each_has_alone(first, 
     assert together == alone
     breaks = {key for key, view in alone.items() if view["cache"]["broke"]}
     assert breaks == {key for key, view in together.items() if view["cache"]["broke"]}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scripts)
+def test_a_run_of_one_named_agent_is_analysed_as_a_run_without_agents(script):
+    plain = [replace(entry, agent=None) for entry in build_run(script)]
+    named = [replace(entry, agent="solo") for entry in plain]
+    results, states = one_pass(plain)
+    named_results, named_states = one_pass(named)
+
+    assert named_results == results  # call by call, the agent changes nothing
+    run, named_run = finalise_run(states[-1]), finalise_run(named_states[-1])
+    assert named_run["accounting"] == run["accounting"]
+    assert [{**entry, "evidence": {**entry["evidence"], "agent": "solo"}} for entry in run["findings"]] == (
+        named_run["findings"]
+    )
