@@ -104,7 +104,9 @@ def _updated_lane(lane: Mapping, call: CallInput, window: int, active: list[str]
 
 
 def _retire(retired: Mapping | None, lanes: list[Mapping]) -> dict | None:
-    """Lanes evicted from the state fold into one: their tools and sums still count at the run's end."""
+    """Lanes evicted from the state fold into one: their tools and sums still count at the run's end.
+
+    An evicted agent that calls again starts a new lane (the fold keeps what it did before)."""
     if not lanes:
         return dict(retired) if retired is not None else None
     folded = dict(retired) if retired is not None else {**new_lane(None), "agents": 0, "window": 0}
