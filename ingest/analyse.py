@@ -9,6 +9,7 @@ nearest checkpoint at or below it, so results do not depend on arrival order.
 import json
 import logging
 import zlib
+from dataclasses import replace
 
 from django.db import transaction
 from django.db.models import Q
@@ -82,6 +83,7 @@ def _input(call: Call, contents: dict[str, str]) -> CallInput:
             "tool_calls": call.tool_calls,
             "tool_definitions": call.tool_definitions,
             "contents": contents,
+            "agent": call.agent_name or None,
         }
     )
 
@@ -90,9 +92,14 @@ def _hashes(call: Call) -> set[str]:
     return {item["hash"] for item in call.items}
 
 
-def _references(state: dict) -> list[set[str]]:
-    """The item hashes of the calls a cache break may be measured against (the state's recent calls)."""
-    return [{entry[1] for entry in recent["items"]} for recent in state.get("recent", [])]
+def _references(state: dict, agent: str | None) -> list[set[str]]:
+    """The item hashes of the calls a cache break of ``agent``'s call may be measured against: its
+    agent's recent calls in the state (each agent has its own cache chain)."""
+    return [
+        {entry[1] for entry in recent["items"]}
+        for recent in state.get("recent", [])
+        if recent.get("agent") == agent
+    ]
 
 
 class ContentCache:
@@ -117,14 +124,14 @@ class ContentCache:
             self.texts.update(rows)
             self.looked_up |= missing
 
-    def contents_for(self, call: Call, state: dict) -> dict[str, str]:
+    def contents_for(self, call: Call, state: dict, agent: str | None) -> dict[str, str]:
         """Exactly the texts of the items that differ between the call and its possible references.
 
         Exactly: giving the analysis more (or less) content than this could change its result, and the
         result must not depend on how the run was split into chunks."""
         mine = _hashes(call)
         wanted: set[str] = set()
-        for reference in _references(state):
+        for reference in _references(state, agent):
             wanted |= mine ^ reference
         self.fetch(wanted)
         return {
@@ -213,20 +220,26 @@ def _analyse_chunk(
 ) -> dict:
     """Analyse ``chunk`` (consecutive calls after ``state``), setting each call's ``analysis`` and
     storing its findings and checkpoints; returns the state after the chunk."""
-    # Prefetch what the chunk will most likely need (what changes from call to call), in one query.
+    inputs = [_input(call, {}) for call in chunk]
+    # Prefetch what the chunk will most likely need (what changes from an agent's call to its next), in
+    # one query.
     likely: set[str] = set()
-    before = [_hashes(previous)] if previous else []
-    before += _references(state)
-    for call in chunk:
+    before: dict[str | None, list[set[str]]] = {}
+    for recent in state.get("recent", []):
+        before.setdefault(recent.get("agent"), []).append({entry[1] for entry in recent["items"]})
+    if previous:
+        before.setdefault(_input(previous, {}).agent, []).append(_hashes(previous))
+    for call, entry in zip(chunk, inputs, strict=True):
         mine = _hashes(call)
-        for reference in before:
+        for reference in before.get(entry.agent, []):
             likely |= mine ^ reference
-        before = [mine]
+        before[entry.agent] = [mine]
     cache.fetch(likely)
     findings = []
     checkpoints = []
-    for call in chunk:
-        result, state = analyse_call(state, _input(call, cache.contents_for(call, state)), config)
+    for call, entry in zip(chunk, inputs, strict=True):
+        contents = cache.contents_for(call, state, entry.agent)
+        result, state = analyse_call(state, replace(entry, contents=contents), config)
         outcome = result.to_dict()
         call.analysis = {key: outcome[key] for key in ("buckets", "cache", "conflicts")}
         findings += [_finding(run, finding) for finding in outcome["findings"]]

@@ -10,7 +10,7 @@ the model and the time gap.
 
 from collections.abc import Mapping, Sequence
 
-from ctxcore.analysis import limits, prefix, textdiff
+from ctxcore.analysis import calibration, limits, prefix, textdiff
 from ctxcore.analysis.inputs import CallInput
 from ctxcore.analysis.prices import Price
 from ctxcore.catalogue import CAUSES
@@ -165,31 +165,104 @@ def _disagrees(cause: str | None, detail: Mapping, diagnosis: str) -> bool | Non
     return ours != theirs
 
 
+def _bounded(entries: Sequence[Mapping], per_agent: int, agents: int) -> list[Mapping]:
+    """Newest first: at most ``per_agent`` entries of each agent, of the ``agents`` most recently cached."""
+    counts: dict[str | None, int] = {}
+    kept = []
+    for entry in entries:
+        agent = entry["agent"]
+        if agent not in counts and len(counts) >= agents:
+            continue  # the least recently cached agents go first
+        if counts.get(agent, 0) < per_agent:
+            counts[agent] = counts.get(agent, 0) + 1
+            kept.append(entry)
+    return kept
+
+
+def _ceiling(call: CallInput) -> int | None:
+    """The most the provider can have cached from this call, by its own report (None when it says nothing)."""
+    usage = call.usage
+    if call.provider in limits.AUTOMATIC_CACHING:
+        return usage.prompt_total  # writes go unreported: at most the whole prompt
+    if usage.cache_read is None or usage.cache_write is None:
+        return None
+    return usage.cache_read + usage.cache_write or None
+
+
+def _note(
+    call: CallInput, estimate: int, expected: int | None, minimum: int, fit: Mapping | None
+) -> str | None:
+    """A sentence when our estimate of the read and the provider's reported read disagree (not a finding)."""
+    reported = call.usage.cache_read or 0
+    if reported <= 0:
+        return None
+    if estimate == 0:
+        return (
+            f"The provider reports reading {reported} tokens from the cache, but this call shares no cached "
+            "prefix with an earlier call that the trace shows (a prefix another agent cached, or content "
+            "the trace leaves out): the reported figure stands."
+        )
+    if expected is None or not calibration.disagree(expected, reported):
+        return None
+    below = f" (below this model's minimum of {minimum})" if estimate < minimum else ""
+    if fit is None:
+        basis = "not calibrated yet: no earlier call of this run reported a read"
+    else:
+        calls = f"{fit['calls']} earlier call{'s' if fit['calls'] != 1 else ''}"
+        basis = f"calibrated on {calls} of this run (× {fit['ratio']} + {fit['overhead']} tokens), {expected}"
+    return (
+        f"Our estimate of the reused prefix is {estimate} tokens{below}, {basis}; the provider reports "
+        f"reading {reported} tokens, and the reported figure stands. Our counts use another tokenizer "
+        "and miss what the provider adds, such as its tool-use preamble."
+    )
+
+
 def analyse_cache(
     call: CallInput,
     recent: Sequence[Mapping],
     buckets: Mapping,
     price: Price | None,
     recent_limit: int,
+    agents_kept: int = 8,
+    fit: Mapping | None = None,
 ) -> tuple[dict, list[dict]]:
-    """Expected vs reported cache reads, the break (cause, invalidator, cost) if any, the new recent list."""
+    """Expected vs reported cache reads, the break (cause, invalidator, cost) if any, the new recent list.
+
+    The call is compared only with the recent calls of its own agent (``call.agent``): each agent has its
+    own instructions and tools, so its own cache chain, and a handoff is never a break. ``fit`` is the
+    run's calibration so far (``calibration.fit``): it turns our estimate into the provider's tokens.
+    A read the call reports outranks every estimate: no prefix "below the minimum", no "expected 0"
+    against it.
+    """
     links = prefix.chain(item.hash for item in call.items)
     cum = cumulative_tokens(call.items)
     scale = buckets["scale"]
     minimum = limits.minimum_cacheable(call.model)
     one_hour = limits.uses_one_hour_cache(call.usage_raw)
     diagnosis = limits.provider_diagnosis(call.usage_raw)
+    reported_read = call.usage.cache_read
+    read_reported = (reported_read or 0) > 0
 
-    shared = [(entry, prefix.common_prefix_length(links, entry["chain"])) for entry in recent]
+    own = [entry for entry in recent if entry["agent"] == call.agent]
+    shared = [(entry, prefix.common_prefix_length(links, entry["chain"])) for entry in own]
     live = [
-        (entry, length)
+        (entry, min(length, entry["extent"]))
         for entry, length in shared
         if entry["model"] == call.model and call.start_ns - entry["end_ns"] <= entry["ttl_ns"]
     ]
-    reusable = max((min(length, entry["extent"]) for entry, length in live), default=0)
+    source, reusable = max(live, key=lambda pair: (pair[1], pair[0]["seq"]), default=(None, 0))
     reusable_tokens = round(cum[reusable] * scale)
-    expected_read = reusable_tokens if reusable_tokens >= minimum else 0
-    reported_read = call.usage.cache_read
+    # In the provider's tokens, and never more than the provider said it cached on that call.
+    prefix_tokens = calibration.calibrated(reusable_tokens, fit)
+    if source is not None and source["ceiling"] is not None:
+        prefix_tokens = min(prefix_tokens, source["ceiling"])
+    # The provider caches nothing below the model's minimum, so a cache it reported on the source call
+    # proves that prefix long enough, whatever our count says (a shorter part of it proves nothing).
+    proven = source is not None and source["proven"] and reusable == source["extent"]
+    if read_reported:
+        expected_read = prefix_tokens if reusable_tokens > 0 else None  # no estimate to set against it
+    else:
+        expected_read = prefix_tokens if proven or prefix_tokens >= minimum else 0
 
     same_model = [(entry, length) for entry, length in shared if entry["model"] == call.model]
     pool = same_model or shared
@@ -206,29 +279,41 @@ def analyse_cache(
         # (the first ``reusable`` items are the same items in both calls).
         lost = ref_cum[reference["extent"]] - ref_cum[min(reusable, reference["extent"])]
         rewritten = round(lost * reference["scale"])
-    elif reference is not None and reported_read is not None and expected_read > 0:
+    elif reference is not None and reported_read is not None and expected_read:
         shortfall = expected_read - reported_read
         if shortfall > INVISIBLE_SHARE * expected_read and shortfall > INVISIBLE_TOKENS:
             cause, rewritten = INVISIBLE, shortfall
             detail = {"shortfall": shortfall}
-    if cause is None:
+    # The minimum table is a hint for calls that report nothing cached: a reported read or write says
+    # the provider did cache, whatever our count of the prefix.
+    cached_by_report = read_reported or (call.usage.cache_write or 0) > 0
+    if cause is None and not cached_by_report:
         breakpoints = [index for index, item in enumerate(call.items) if item.cache_breakpoint]
-        marked = round(cum[breakpoints[-1] + 1] * scale) if breakpoints else 0
-        if reference is not None and 0 < reusable_tokens < minimum:
-            cause, detail = BELOW_MINIMUM, {"prefix_tokens": reusable_tokens, "minimum": minimum}
+        marked = calibration.calibrated(round(cum[breakpoints[-1] + 1] * scale), fit) if breakpoints else 0
+        if reference is not None and not proven and 0 < prefix_tokens < minimum:
+            cause, detail = BELOW_MINIMUM, {"prefix_tokens": prefix_tokens, "minimum": minimum}
         elif breakpoints and 0 < marked < minimum:
             cause, invalidator = BELOW_MINIMUM, call.items[breakpoints[-1]].id
             detail = {"prefix_tokens": marked, "minimum": minimum}
 
     extent = cached_extent(call, buckets["total"], minimum)
-    recent_after = [entry for entry in recent if call.start_ns - entry["end_ns"] <= entry["ttl_ns"]]
+    # Only this agent's expired chains leave: another agent's next call must still see its own expired
+    # chain to say its cache expired (the bound on agents keeps the state small meanwhile).
+    recent_after = [
+        entry
+        for entry in recent
+        if entry["agent"] != call.agent or call.start_ns - entry["end_ns"] <= entry["ttl_ns"]
+    ]
     if extent > 0:
         entry = {
             "seq": call.seq,
+            "agent": call.agent,
             "model": call.model,
             "end_ns": call.end_ns,
             "ttl_ns": limits.TTL_1H_NS if one_hour else limits.TTL_NS,
             "extent": extent,
+            "ceiling": _ceiling(call),
+            "proven": (call.usage.cache_read or 0) + (call.usage.cache_write or 0) > 0,
             "scale": scale,
             "chain": links,
             "cum": cum,
@@ -252,5 +337,9 @@ def analyse_cache(
         "cost_usd": _rewrite_cost(rewritten, price, one_hour) if broke else None,
         "provider_diagnosis": diagnosis,
         "disagrees": _disagrees(cause, detail, diagnosis) if diagnosis else None,
+        "calibration": dict(fit) if fit is not None else None,
+        "calibration_note": None
+        if cause == INVISIBLE
+        else _note(call, reusable_tokens, expected_read, minimum, fit),
     }
-    return result, recent_after[:recent_limit]
+    return result, _bounded(recent_after, recent_limit, agents_kept)

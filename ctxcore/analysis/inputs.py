@@ -11,6 +11,8 @@ from typing import Any
 
 from ctxcore.vocabulary import Excluded, Item, Usage
 
+AGENT_CHARS = 200  # as ingest stores an agent name; a trace's text is never trusted to be short
+
 
 @dataclass(frozen=True)
 class CallInput:
@@ -33,6 +35,9 @@ class CallInput:
     # Hash -> content text, where known: this call's items and, for byte diffs of a cache break, the
     # previous call's (Content rows are keyed by hash, so one query fetches both).
     contents: Mapping[str, str] = field(default_factory=dict)
+    # The agent invocation lineage the call belongs to ("triage", "billing", a subagent id); None when the
+    # trace names no agent. Each agent has its own prompt, tools and so its own cache chain.
+    agent: str | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "CallInput":
@@ -54,4 +59,5 @@ class CallInput:
             tool_calls=tuple(data.get("tool_calls") or ()),
             tool_definitions=tuple(str(name) for name in definitions) if definitions is not None else None,
             contents=dict(data.get("contents") or {}),
+            agent=str(data["agent"])[:AGENT_CHARS] if data.get("agent") else None,
         )

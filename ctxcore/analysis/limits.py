@@ -4,8 +4,13 @@ Minimum cacheable prefix, in tokens (a shorter prefix is never cached, and no er
 - Anthropic prompt-caching docs, "Cache limitations" (as quoted in anthropics/anthropic-sdk-python#1194):
   4096 for Claude Opus 4.6, Opus 4.5 and Haiku 4.5; 2048 for Claude Haiku 3.5 and Haiku 3; 1024 for
   Sonnet 4.6, Sonnet 4.5, Opus 4.1, Opus 4, Sonnet 4 and Sonnet 3.7. Models not listed: 1024.
+  The newest models go lower: 512 for Claude Opus 5, Fable 5 and Mythos 5 (and 2048 for Opus 4.7), as
+  the same "Cache limitations" list reads in 2026, quoted in "Claude's prompt cache fails silently below
+  1,024 tokens" (dev.to/creeta, from news.creeta.com); the provider's page itself was not readable here.
 - OpenAI prompt-caching guide (developers.openai.com/api/docs/guides/prompt-caching): "enabled
   automatically for prompts that are 1024 tokens or longer", for every model.
+The table is a hint for calls that report no cache figures: a read or write the provider reports says it
+cached, whatever our count of the prefix (``cache.analyse_cache``).
 Lifetime: 5 minutes from last use by default (both providers); 1 hour with Anthropic's 1-hour cache.
 """
 
@@ -22,6 +27,10 @@ MINIMUM_CACHEABLE = {
     "claude-haiku-4-5": 4096,
     "claude-3-5-haiku": 2048,
     "claude-3-haiku": 2048,
+    "claude-opus-4-7": 2048,
+    "claude-opus-5": 512,
+    "claude-fable-5": 512,
+    "claude-mythos-5": 512,
 }
 TTL_NS = 5 * 60 * 10**9
 TTL_1H_NS = 60 * 60 * 10**9

@@ -2,8 +2,9 @@
 
 import pytest
 
-from ingest.models import Call
-from tests.ctxview import ui_fixtures
+import ctxview_sdk
+from ingest.models import Call, Run
+from tests.ctxview import ui_data, ui_fixtures
 from tests.ctxview.ui_data import IMG, SCRIPT
 
 inspect = ui_fixtures.inspect
@@ -134,3 +135,61 @@ def test_the_call_page_escapes_what_the_trace_sent(viewer_client, inspect):
     for position in range(len(call.items)):
         content = viewer_client.get(f"/calls/{call.id}/content?pos={position}").content.decode()
         assert SCRIPT not in content and IMG not in content
+
+
+# --- Calibration -------------------------------------------------------------------------------
+
+CALIBRATION_RUN = "provider-counts-more"
+TOOL, SYSTEM, MESSAGE = 500, 500, 100  # our estimates
+WRITTEN = 1900  # the provider's count of the first call's prompt, all of it cached
+
+
+def calibration_story() -> None:
+    """Two calls whose provider reports more cached tokens than our estimate of the same prefix (its
+    tokenizer, its tool-use preamble): the second reads what the first wrote."""
+    for turn in (1, 2):
+        with ctxview_sdk.call(CALIBRATION_RUN, turn, "claude-sonnet-4-5") as call:
+            call.add_item("tool:lookup", "tool", "tools", content={"name": "lookup"}, tokens=TOOL)
+            call.add_item(
+                "system", "system", "system", content="You are billing.", role="system", tokens=SYSTEM
+            )
+            for number in range(1, turn + 1):
+                call.add_item(
+                    f"m{number}", "message", "conversation", content=f"message {number}", tokens=MESSAGE
+                )
+            call.set_usage(
+                {
+                    "input_tokens": 150,
+                    "cache_creation_input_tokens": WRITTEN if turn == 1 else 0,
+                    "cache_read_input_tokens": 0 if turn == 1 else WRITTEN,
+                    "output_tokens": 10,
+                }
+            )
+
+
+@pytest.fixture(scope="module")
+def calibrated(django_db_setup, django_db_blocker, inspect):
+    with django_db_blocker.unblock():
+        ui_data.post(ui_data.record("svc-calibration", calibration_story), inspect.key)
+        yield Run.objects.get(project=inspect.project, key=CALIBRATION_RUN)
+
+
+def test_a_read_our_estimate_disagrees_with_shows_a_calibration_note_not_a_finding(viewer_client, calibrated):
+    call = call_at(calibrated, 2)
+    cache = call.analysis["cache"]
+    assert (cache["reusable_tokens"], cache["reported_read"]) == (TOOL + SYSTEM + MESSAGE, WRITTEN)
+    assert cache["cause"] is None and calibrated.findings.filter(call_seq=2).count() == 0
+
+    body = viewer_client.get(f"/calls/{call.id}/").content.decode()
+    assert "Calibration note:" in body
+    assert "the reported figure stands" in body and f"the provider reports reading {WRITTEN} tokens" in body
+
+
+def test_the_calibration_note_is_escaped(viewer_client, calibrated):
+    call = call_at(calibrated, 2)
+    analysis = call.analysis
+    analysis["cache"]["calibration_note"] = SCRIPT  # nothing of the trace goes in it; the page escapes anyway
+    Call.objects.filter(id=call.id).update(analysis=analysis)
+
+    body = viewer_client.get(f"/calls/{call.id}/").content.decode()
+    assert SCRIPT not in body and "Calibration note: &lt;script&gt;" in body

@@ -8,11 +8,15 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ctxview.models import Bookmark, Label, Note
 from ctxview.panels import load
 from ingest.models import Call, Run
+from tests import factories
 from tests.ctxview import ui_fixtures
+from tests.ctxview.ui_data import SCRIPT
+from tests.ingest.test_calls import send  # noqa: F401  (the fixture)
 
 inspect = ui_fixtures.inspect
 stranger_client = ui_fixtures.stranger_client
@@ -520,3 +524,34 @@ def test_numbers_in_forms_and_urls_are_plain_while_the_text_has_separators(viewe
     assert 'max="1500" value="1500"' in body and 'max="1234" value="1234"' in body
     assert "1,234" in body  # the KPI strip
     assert 'max="1500"' in viewer_client.get(f"/runs/{run.id}/explain?turn=2").content.decode()
+
+
+# --- Per agent -----------------------------------------------------------------------------------
+
+
+def test_run_level_findings_name_their_agent_escaped(client, alice, send):  # noqa: F811
+    history = [factories.user_message("Summarise the incident.")]
+    for number in range(1, 26):  # the whole history re-sent on every call: quadratic for this agent
+        request = ExportTraceServiceRequest()
+        factories.chat_span(
+            request,
+            trace_id=bytes(range(1, 17)),
+            number=number,
+            messages=history,
+            attributes={
+                "gen_ai.conversation.id": "conv-agent",
+                "gen_ai.agent.name": SCRIPT,  # an agent name is the trace's text, like any other
+                "gen_ai.usage.input_tokens": 2000 + 100 * number,
+                "gen_ai.usage.output_tokens": 20,
+            },
+        )
+        send(request)
+        history = [*history, factories.assistant_message(f"part {number}"), factories.user_message("go on")]
+    run = Run.objects.get(key="conv-agent")
+    [finding] = run.findings.filter(type="quadratic_history")
+    assert finding.evidence["agent"] == SCRIPT
+
+    client.force_login(alice)
+    body = client.get(f"/runs/{run.id}/panels/findings").content.decode()
+    assert SCRIPT not in body
+    assert "agent <code>&lt;script&gt;alert(1)&lt;/script&gt;</code>: billed" in body

@@ -173,3 +173,45 @@ def test_a_run_whose_analysis_lags_is_left_to_the_task(send, project, monkeypatc
     analyse_run(run.id)
     run.refresh_from_db()
     assert run.analysed_seq == 2
+
+
+def handoff_requests() -> list[ExportTraceServiceRequest]:
+    """A triage agent hands off to a billing agent in the same conversation: each its own prompt."""
+    requests = []
+    history = [user_message("I was charged twice.")]
+    for number, agent in enumerate(["triage", "triage", "billing", "billing"], start=1):
+        system = f"You are the {agent} agent. " + "Follow the runbook and keep answers short. " * 200
+        request = ExportTraceServiceRequest()
+        factories.chat_span(
+            request,
+            trace_id=TRACE,
+            number=number,
+            messages=[{"role": "system", "parts": [{"type": "text", "content": system}]}, *history],
+            attributes={
+                "gen_ai.conversation.id": "conv-handoff",
+                "gen_ai.agent.name": agent,
+                "gen_ai.usage.input_tokens": 2000 + 100 * number,
+                "gen_ai.usage.cache_read.input_tokens": 1800 if number in (2, 4) else 0,
+                "gen_ai.usage.cache_creation.input_tokens": 100 if number in (2, 4) else 1900,
+                "gen_ai.usage.output_tokens": 20,
+            },
+        )
+        requests.append(request)
+        history = [*history, assistant_message(f"answer {number}"), user_message(f"question {number + 1}")]
+    return requests
+
+
+def test_a_handoff_between_agents_is_not_a_cache_break(send, project):  # noqa: F811
+    for request in handoff_requests():
+        send(request)
+    run = Run.objects.get()
+    calls = {call.seq: call for call in Call.objects.filter(run=run)}
+
+    assert run.analysed_seq == 4
+    assert [calls[seq].agent_name for seq in (1, 2, 3, 4)] == ["triage", "triage", "billing", "billing"]
+    assert [calls[seq].analysis["cache"]["cause"] for seq in (1, 2, 3, 4)] == [None] * 4
+    assert calls[3].analysis["cache"]["reference_seq"] is None  # billing's first call: nothing of its own
+    assert calls[4].analysis["cache"]["reference_seq"] == 3
+    assert not Finding.objects.filter(
+        run=run, type__in=["cache_invalidated", "invisible_invalidator"]
+    ).exists()

@@ -204,13 +204,28 @@ def test_a_breakpoint_below_the_minimum_is_reported_once_as_below_minimum():
     assert (finding["call_seq"], finding["cause"], finding["severity"]) == (1, "below_minimum", "info")
 
 
-def test_haiku_4_5_needs_4096_tokens_before_its_cache_reads():
+def test_haiku_4_5_needs_4096_tokens_before_it_caches():
     model = "claude-haiku-4-5"
-    cache, _ = cache_of(first_call(model=model), call(2, [*TOOLS, SYSTEM, message(1)], model=model, read=0))
+    items = [*TOOLS, SYSTEM, message(1, cache_breakpoint=True)]
+    marked = sum(entry["tokens"] for entry in items)
+    results, _ = analyse([call(seq, items, model=model, read=0, write=0) for seq in (1, 2)])
+
+    assert [result["cache"]["cause"] for result in results] == ["below_minimum"] * 2
+    assert results[0]["cache"]["detail"] == {"prefix_tokens": marked, "minimum": 4096}
+    assert [finding["call_seq"] for finding in findings_of(results, "cache_invalidated")] == [1]
+    assert results[1]["cache"]["expected_read"] == 0  # nothing was cached, so nothing to expect
+
+
+def test_a_cache_the_provider_reported_proves_the_prefix_long_enough_whatever_our_count():
+    model = "claude-haiku-4-5"  # our count (2400) is below its 4096, yet call 1 reports writing it
+    cache, results = cache_of(
+        first_call(model=model), call(2, [*TOOLS, SYSTEM, message(1)], model=model, read=0)
+    )
 
     assert cache["minimum"] == 4096
-    assert cache["expected_read"] == 0  # 2400 tokens: nothing to expect, so no invisible invalidator
-    assert cache["cause"] == "below_minimum"
+    assert cache["expected_read"] == 2400
+    assert cache["cause"] == "invisible"  # the provider cached it, and call 2 read none of it
+    assert findings_of(results, "cache_invalidated") == []
 
 
 def test_identical_chains_with_a_much_smaller_cache_read_are_an_invisible_invalidator():
@@ -305,3 +320,89 @@ def test_expired_chains_leave_the_state():
     _, state = analyse_call(state, first_call(at=0))
     _, state = analyse_call(state, call(2, [*TOOLS, SYSTEM], at=1000, read=0, write=0, provider="anthropic"))
     assert state["recent"] == []
+
+
+# --- One cache chain per agent -------------------------------------------------------------------
+
+TRIAGE = [tool("transfer_to_billing"), tool("lookup_order"), system("You are the triage agent.")]
+BILLING = [tool("issue_refund"), tool("lookup_invoice"), system("You are the billing agent.")]
+
+
+def total(items):
+    return sum(entry["tokens"] for entry in items)
+
+
+def test_a_handoff_to_another_agent_is_not_a_cache_break():
+    calls = [
+        call(1, [*TRIAGE, message(1)], agent="triage"),
+        call(2, [*TRIAGE, message(1), message(2)], read=total([*TRIAGE, message(1)]), agent="triage"),
+        call(3, [*BILLING, message(1), message(2)], read=0, agent="billing"),  # the handoff
+        call(4, [*BILLING, message(1), message(2), message(3)], read=total(BILLING) + 400, agent="billing"),
+    ]
+    results, _ = analyse(calls)
+
+    assert [result["cache"]["cause"] for result in results] == [None] * 4
+    assert results[2]["cache"]["reference_seq"] is None  # billing's first call: nothing of its own yet
+    assert results[3]["cache"]["reference_seq"] == 3
+    assert results[3]["cache"]["expected_read"] == total(BILLING) + 400
+    assert [result["findings"] for result in results] == [[]] * 4
+
+
+def test_without_agents_the_same_handoff_reads_as_a_tools_break():
+    calls = [
+        call(1, [*TRIAGE, message(1)]),
+        call(2, [*TRIAGE, message(1), message(2)], read=total([*TRIAGE, message(1)])),
+        call(3, [*BILLING, message(1), message(2)], read=0),
+    ]
+    results, _ = analyse(calls)
+
+    assert results[2]["cache"]["cause"] == "tools_changed"  # what ctxview said before issue 14
+
+
+def test_a_real_break_inside_an_agent_is_found_against_that_agents_previous_call():
+    changed = system("You are the triage agent. Today is 2026-12-01.")
+    calls = [
+        call(1, [*TRIAGE, message(1)], agent="triage"),
+        call(2, [*BILLING, message(1)], read=0, agent="billing"),
+        call(3, [*BILLING, message(1), message(2)], read=total([*BILLING, message(1)]), agent="billing"),
+        call(4, [*TRIAGE[:2], changed, message(1), message(2)], read=0, agent="triage"),
+    ]
+    results, _ = analyse(calls)
+
+    cache = results[3]["cache"]
+    assert (cache["cause"], cache["invalidator_item_id"], cache["reference_seq"]) == (
+        "system_changed",
+        "system:0",
+        1,
+    )
+    assert cache["expected_read"] == total(TRIAGE[:2])  # triage's two tools are still its reusable prefix
+    [finding] = findings_of(results, "cache_invalidated")
+    assert (finding["call_seq"], finding["cause"]) == (4, "system_changed")
+
+
+def test_an_agent_that_comes_back_continues_its_own_chain():
+    calls = [
+        call(1, [*TRIAGE, message(1)], agent="triage"),
+        call(2, [*BILLING, message(1)], read=0, agent="billing"),
+        call(3, [*TRIAGE, message(1), message(2)], read=total([*TRIAGE, message(1)]), agent="triage"),
+    ]
+    results, _ = analyse(calls)
+
+    assert results[2]["cache"]["reference_seq"] == 1
+    assert results[2]["cache"]["expected_read"] == total([*TRIAGE, message(1)])
+    assert results[2]["cache"]["cause"] is None
+
+
+def test_the_state_keeps_a_bounded_number_of_chains_per_agent_and_of_agents():
+    config = AnalysisConfig(recent_calls=2, agents_kept=3)
+    state = new_state()
+    for seq in range(1, 41):
+        agent = f"subagent-{seq // 4}"  # ten subagents of four calls each
+        items = [*TOOLS, system(f"You are {agent}."), *(message(n) for n in range(seq % 4 + 1))]
+        _, state = analyse_call(state, call(seq, items, agent=agent), config)
+
+    agents = [entry["agent"] for entry in state["recent"]]
+    assert len(agents) <= 2 * 3
+    assert list(dict.fromkeys(agents)) == ["subagent-10", "subagent-9", "subagent-8"]  # most recent first
+    assert all(agents.count(agent) <= 2 for agent in agents)
+    assert [lane["agent"] for lane in state["lanes"]] == ["subagent-10", "subagent-9", "subagent-8"]

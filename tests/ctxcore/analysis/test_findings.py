@@ -1,6 +1,8 @@
 """Findings other than cache breaks and conflicts: one test per type, with the call and item they name."""
 
-from ctxcore.analysis import finalise_run
+from dataclasses import replace
+
+from ctxcore.analysis import AnalysisConfig, finalise_run
 from tests.ctxcore.analysis.builders import analyse, call, findings_of, item, message, system, tool
 
 RULE = item("rule-4417", "memory", 30, kind="rule", pinned=True)
@@ -170,3 +172,99 @@ def test_a_short_run_is_not_quadratic():
     _, state = analyse([call(seq, [system(), message(seq)]) for seq in (1, 2, 3)])
 
     assert [entry["type"] for entry in finalise_run(state)["findings"]] == []
+
+
+# --- Per agent -----------------------------------------------------------------------------------
+
+
+def run_findings(calls, config=None):
+    _, state = analyse(calls, config=config)
+    return finalise_run(state, config) if config else finalise_run(state)
+
+
+def test_a_handoff_does_not_drop_the_previous_agents_facts():
+    calls = [
+        call(1, [system("Triage."), FACT, message(1)], agent="triage"),
+        call(2, [system("Billing."), message(1)], agent="billing"),  # billing never had the fact
+        call(3, [system("Triage."), message(1), message(2)], agent="triage"),  # triage lost it
+    ]
+    results, _ = analyse(calls)
+
+    [finding] = findings_of(results, "fact_dropped")
+    assert (finding["call_seq"], finding["item_id"]) == (3, "fact-shard")
+    assert finding["evidence"]["previous_seq"] == 1  # triage's previous call, not billing's
+
+
+def test_a_condition_of_one_agent_is_reported_where_it_starts_however_the_calls_interleave():
+    budget = {"limit": 2000, "input": None, "reserved_output": 500}
+    squeezed = [system(tokens=1800)]
+    calls = [
+        call(1, squeezed, budget=budget, agent="researcher"),
+        call(2, [system(tokens=100)], budget=budget, agent="writer"),
+        call(3, squeezed, budget=budget, agent="researcher"),  # the same condition, still there
+    ]
+    results, _ = analyse(calls)
+
+    assert [finding["call_seq"] for finding in findings_of(results, "output_reserve_squeezed")] == [1]
+
+
+def test_unused_tools_are_per_agent_and_name_the_agent():
+    search = tool("search_logs", 237)
+    calls = [
+        call(1, [search, system("Triage."), message(1)], agent="triage"),
+        call(
+            2,
+            [search, system("Ops."), message(1)],
+            tool_calls=[{"name": "search_logs", "id": "a"}],
+            agent="ops",
+        ),
+    ]
+    findings = [entry for entry in run_findings(calls)["findings"] if entry["type"] == "unused_tools"]
+
+    [finding] = findings  # ops called it; triage paid for its definition and never did
+    assert finding["evidence"]["agent"] == "triage"
+    assert finding["evidence"]["tools"] == [{"name": "search_logs", "calls": 1, "tokens": 237}]
+    assert finding["evidence"]["share_of_billed_input"] == round(237 / (237 + 1000 + 200), 4)
+
+
+def test_quadratic_history_is_per_agent():
+    def growing(agent, seqs):
+        return [
+            call(seq, [system(agent), *(message(n) for n in range(1, index + 2))], agent=agent)
+            for index, seq in enumerate(seqs)
+        ]
+
+    long_one = growing("researcher", range(1, 60, 2))  # 30 calls, history re-sent every time
+    short_one = growing("writer", range(2, 8, 2))  # 3 calls
+    calls = sorted([*long_one, *short_one], key=lambda entry: entry.seq)
+    alone = run_findings(growing("researcher", range(1, 31)))["findings"]
+    found = [entry for entry in run_findings(calls)["findings"] if entry["type"] == "quadratic_history"]
+
+    [finding] = found
+    [expected] = [entry for entry in alone if entry["type"] == "quadratic_history"]
+    assert finding["evidence"] == {**expected["evidence"], "agent": "researcher"}
+
+
+def test_agents_beyond_the_states_bound_still_count_at_the_end_of_the_run():
+    config = AnalysisConfig(agents_kept=2)
+    calls = [
+        call(seq, [tool(f"tool_{seq}", 300), system(f"Subagent {seq}."), message(seq)], agent=f"sub-{seq}")
+        for seq in range(1, 6)
+    ]
+    findings = [entry for entry in run_findings(calls, config)["findings"] if entry["type"] == "unused_tools"]
+
+    assert [entry["evidence"]["agent"] for entry in findings] == ["sub-4", "sub-5", None]
+    retired = findings[-1]["evidence"]
+    assert retired["retired_agents"] == 3
+    assert [entry["name"] for entry in retired["tools"]] == ["tool_1", "tool_2", "tool_3"]
+
+
+def test_a_run_without_agents_reads_as_one_agent_without_naming_it():
+    catalogue = [tool("search_logs", 237), tool("read_file", 80)]
+    calls = [call(seq, [*catalogue, system(), *(message(n) for n in range(seq))]) for seq in range(1, 31)]
+    named = [replace(entry, agent="solo") for entry in calls]
+    plain, solo = run_findings(calls)["findings"], run_findings(named)["findings"]
+
+    assert [entry["type"] for entry in plain] == ["unused_tools", "quadratic_history"]
+    assert all("agent" not in entry["evidence"] for entry in plain)
+    assert [{**entry, "evidence": {**entry["evidence"], "agent": "solo"}} for entry in plain] == solo

@@ -1,13 +1,14 @@
 """Property tests: the chained prefix equals a naive comparison, and results depend only on the sequence."""
 
 import json
+from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxcore.analysis import analyse_call, finalise_run, new_state
+from ctxcore.analysis import DEFAULT_CONFIG, AnalysisConfig, analyse_call, finalise_run, new_state
 from ctxcore.analysis.prefix import chain, common_prefix_length, naive_common_prefix_length
-from tests.ctxcore.analysis.builders import call, digest, item, json_roundtrip, message, system, tool
+from tests.ctxcore.analysis.builders import analyse, call, digest, item, json_roundtrip, message, system, tool
 
 letters = st.lists(st.sampled_from("abc"), max_size=30)
 
@@ -46,7 +47,9 @@ OPERATIONS = [
     "unknown_usage",
     "call_unknown_tool",
     "budget",
+    "switch_agent",
 ]
+AGENTS = ["triage", "billing", "refunds"]
 
 
 def build_run(script: list[list[str]]) -> list:
@@ -56,6 +59,7 @@ def build_run(script: list[list[str]]) -> list:
     history: list[dict] = []
     pinned = file_version = None
     text = ""
+    agent = None
     calls = []
     for seq, operations in enumerate(script, start=1):
         history.append(message(seq, tokens=150 + 10 * seq))
@@ -83,6 +87,8 @@ def build_run(script: list[list[str]]) -> list:
                 pinned = None
             elif operation in ("file_v1", "file_v2", "both_files"):
                 file_version = operation
+            elif operation == "switch_agent":
+                agent = AGENTS[(AGENTS.index(agent) + 1) % len(AGENTS)] if agent else AGENTS[0]
         previous_text = text if seq > 1 else ""
         text = f"Today is 2026-11-{day:02d}. You are the on-call assistant."
         items = [*tools, system(text, tokens=1200)]
@@ -111,6 +117,7 @@ def build_run(script: list[list[str]]) -> list:
                 budget={"limit": 4000, "input": None, "reserved_output": 500}
                 if "budget" in operations
                 else None,
+                agent=agent,
             )
         )
         previous_total = total
@@ -120,30 +127,34 @@ def build_run(script: list[list[str]]) -> list:
 scripts = st.lists(st.lists(st.sampled_from(OPERATIONS), max_size=3), min_size=1, max_size=14)
 
 
-def one_pass(calls, state=None):
+def one_pass(calls, state=None, config=DEFAULT_CONFIG):
     state = state or new_state()
     results, states = [], []
     for entry in calls:
-        analysis, state = analyse_call(state, entry)
+        analysis, state = analyse_call(state, entry, config)
         results.append(analysis.to_dict())
         states.append(state)
     return results, states
 
 
+# A small bound as well, so that agents and chains are evicted (and lanes retired) along the way.
+SMALL = AnalysisConfig(recent_calls=2, agents_kept=2)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scripts)
-def test_restarting_from_any_stored_state_gives_the_same_results(script):
+@given(scripts, st.sampled_from([DEFAULT_CONFIG, SMALL]))
+def test_restarting_from_any_stored_state_gives_the_same_results(script, config):
     calls = build_run(script)
-    results, states = one_pass(calls)
-    final = finalise_run(states[-1])
+    results, states = one_pass(calls, config=config)
+    final = finalise_run(states[-1], config)
     json.dumps(states)  # every state is JSON-serialisable
 
     for start in range(1, len(calls)):
         stored = json_roundtrip(states[start - 1])  # as the database gives it back
-        again, again_states = one_pass(calls[start:], stored)
+        again, again_states = one_pass(calls[start:], stored, config)
         assert again == results[start:]
         assert json_roundtrip(again_states[-1]) == json_roundtrip(states[-1])
-        assert finalise_run(json_roundtrip(again_states[-1])) == final
+        assert finalise_run(json_roundtrip(again_states[-1]), config) == final
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -166,3 +177,109 @@ def test_arrival_order_does_not_change_the_end_results(script, random):
 
     assert [stored[entry.seq][0] for entry in calls] == expected
     assert stored[calls[-1].seq][1] == json_roundtrip(expected_states[-1])
+
+
+# --- Two agents, interleaved ---------------------------------------------------------------------
+
+BREAKS = ["none", "system", "add_tool", "drop_oldest", "read_nothing", "long_gap"]
+
+
+@st.composite
+def agent_script(draw):
+    """One agent's calls: how many, the gap before each, and what (if anything) breaks at one of them."""
+    count = draw(st.integers(min_value=1, max_value=6))
+    gaps = draw(st.lists(st.sampled_from([5, 15, 40]), min_size=count, max_size=count))
+    where = draw(st.integers(min_value=1, max_value=max(1, count - 1)))
+    return {
+        "gaps": gaps,
+        "break": draw(st.sampled_from(BREAKS)),
+        "at": where,
+        "offset": draw(st.integers(0, 30)),
+    }
+
+
+def agent_calls(name: str, script: dict, shared_tools: bool) -> list[tuple[float, dict]]:
+    """``(start, call fields)`` per call of one agent; reads report what the agent's own chain reuses."""
+    tools = [tool("search_logs"), tool("query_metrics")] if shared_tools else [tool(f"{name}_tool", 500)]
+    prompt = f"You are the {name} agent."
+    history: list[dict] = []
+    at, previous_total, calls = float(script["offset"]), 0, []
+    for index, gap in enumerate(script["gaps"]):
+        at += gap
+        history.append(message(index, tokens=150 + 10 * index, text=f"{name} says {index}"))
+        breaking = script["break"] if index == script["at"] else "none"
+        if breaking == "system":
+            prompt += " Be brief."
+        elif breaking == "add_tool":
+            tools = [*tools, tool(f"{name}_extra", 300)]
+        elif breaking == "drop_oldest" and len(history) > 1:
+            history.pop(0)
+        elif breaking == "long_gap":
+            at += 400
+        items = [*tools, system(prompt, tokens=1200), *history]
+        total = sum(entry["tokens"] for entry in items)
+        changed = breaking in ("system", "add_tool", "read_nothing", "long_gap") or (
+            breaking == "drop_oldest" and index > 0
+        )
+        read = 0 if changed or index == 0 else previous_total
+        calls.append((at, {"items": items, "read": read, "agent": name}))
+        previous_total = total
+    return calls
+
+
+def cache_view(result: dict, local: dict[int, int]) -> dict:
+    """A call's cache analysis and findings, with seqs read as the agent's own call numbers."""
+    cache = {key: value for key, value in result["cache"].items() if key != "calibration"}
+    cache["reference_seq"] = local.get(cache["reference_seq"])
+    findings = sorted(
+        (entry["type"], entry["cause"] or "", entry["item_id"] or "") for entry in result["findings"]
+    )
+    return {"cache": cache, "findings": findings}
+
+
+def analysed(timed: list[tuple[float, dict]]) -> list[dict]:
+    """Analyse calls in start order, numbered 1..n; each result keyed by (agent, the agent's own number)."""
+    ordered = sorted(timed, key=lambda pair: (pair[0], pair[1]["agent"]))
+    calls = [
+        call(seq, fields["items"], at=at, read=fields["read"], agent=fields["agent"])
+        for seq, (at, fields) in enumerate(ordered, start=1)
+    ]
+    results, _ = analyse(calls)
+    own: dict[str, int] = {}
+    local: dict[int, int] = {}
+    keyed = {}
+    for entry, result in zip(calls, results, strict=True):
+        own[entry.agent] = own.get(entry.agent, 0) + 1
+        local[entry.seq] = own[entry.agent]
+        keyed[(entry.agent, own[entry.agent])] = cache_view(result, local)
+    return keyed
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(agent_script(), agent_script(), st.booleans())
+def test_interleaving_two_agents_finds_exactly_the_breaks_each_has_alone(first, second, shared_tools):
+    triage = agent_calls("triage", first, shared_tools)
+    billing = agent_calls("billing", second, shared_tools)
+
+    together = analysed([*triage, *billing])
+    alone = {**analysed(triage), **analysed(billing)}
+
+    assert together == alone
+    breaks = {key for key, view in alone.items() if view["cache"]["broke"]}
+    assert breaks == {key for key, view in together.items() if view["cache"]["broke"]}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scripts)
+def test_a_run_of_one_named_agent_is_analysed_as_a_run_without_agents(script):
+    plain = [replace(entry, agent=None) for entry in build_run(script)]
+    named = [replace(entry, agent="solo") for entry in plain]
+    results, states = one_pass(plain)
+    named_results, named_states = one_pass(named)
+
+    assert named_results == results  # call by call, the agent changes nothing
+    run, named_run = finalise_run(states[-1]), finalise_run(named_states[-1])
+    assert named_run["accounting"] == run["accounting"]
+    assert [{**entry, "evidence": {**entry["evidence"], "agent": "solo"}} for entry in run["findings"]] == (
+        named_run["findings"]
+    )

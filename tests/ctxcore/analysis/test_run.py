@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from ctxcore.analysis import CallInput, OutdatedState, OutOfOrder, analyse_call, new_state
+from ctxcore.analysis import DEFAULT_CONFIG, CallInput, OutdatedState, OutOfOrder, analyse_call, new_state
 from tests.ctxcore.analysis.builders import SECOND, T0, analyse, call, message, system, tool
 
 
@@ -61,3 +61,25 @@ def test_the_state_does_not_grow_with_the_number_of_calls():
     _, state = analyse([call(seq, window(seq)) for seq in range(101, 501)], state)
     assert len(json.dumps(state)) <= size_100 * 1.05
     assert len(state["recent"]) <= 8
+
+
+def test_the_state_does_not_grow_with_the_number_of_agents():
+    def subagent_call(seq):  # Claude Code style: every three calls a new subagent, with its own id
+        agent = f"subagent-{seq // 3}"
+        items = [tool("read_file"), tool("grep"), system(f"You are {agent}."), message(seq)]
+        return call(seq, items, agent=agent, tool_calls=[{"name": "grep", "id": f"c{seq}"}])
+
+    _, state = analyse([subagent_call(seq) for seq in range(1, 101)])
+    size_100 = len(json.dumps(state))
+    _, state = analyse([subagent_call(seq) for seq in range(101, 501)], state)
+
+    assert len(json.dumps(state)) <= size_100 * 1.05
+    assert len(state["lanes"]) <= DEFAULT_CONFIG.agents_kept
+    assert len(state["recent"]) <= DEFAULT_CONFIG.agents_kept * DEFAULT_CONFIG.recent_calls
+    assert state["retired"]["agents"] == 500 // 3 + 1 - DEFAULT_CONFIG.agents_kept
+
+
+def test_an_agent_name_from_a_trace_is_kept_short():
+    stored = {"seq": 1, "start_ns": T0, "model": "gpt-4o", "agent": "x" * 10_000}
+    assert len(CallInput.from_dict(stored).agent) == 200
+    assert CallInput.from_dict({**stored, "agent": ""}).agent is None
