@@ -25,7 +25,12 @@ REQUEST_MODEL = ("gen_ai.request.model", "llm.request.model_name", "llm.model_na
 RESPONSE_MODEL = ("gen_ai.response.model", "llm.response.model_name", "llm.model_name")
 PROVIDER = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")
 RESPONSE_ID = ("gen_ai.response.id", "llm.response.id")
-FINISH_REASONS = ("gen_ai.response.finish_reasons", "llm.finish_reason", "gen_ai.response.finish_reason")
+FINISH_REASONS = (
+    "gen_ai.response.finish_reasons",
+    "llm.finish_reason",
+    "gen_ai.response.finish_reason",
+    "anthropic.message.stop_reason",  # the anthropic SDK's own tracing (its words: end_turn, tool_use)
+)
 AGENT_NAME = ("gen_ai.agent.name", "agent.name", "agent_name")
 SERVICE_NAME = "service.name"
 

@@ -70,6 +70,16 @@ def tool_definitions(attributes: dict, content: dict) -> Read:
     return None, []
 
 
+def finish_reasons(attributes: dict, content: dict) -> tuple[str, ...] | None:
+    """Finish reasons where a family puts them beside the span's attribute (output messages, response)."""
+    for family in FAMILIES:
+        if family.finish_reasons is not None:
+            reasons = family.finish_reasons(attributes, content)
+            if reasons:
+                return reasons
+    return None
+
+
 def _joined(name: str) -> tuple:
     return tuple(dict.fromkeys(value for family in FAMILIES for value in getattr(family, name)))
 
@@ -113,6 +123,7 @@ __all__ = [
     "Family",
     "classify",
     "content_attributes",
+    "finish_reasons",
     "input_messages",
     "output_messages",
     "system_parts",

@@ -124,6 +124,19 @@ def tools(attributes: dict, content: dict) -> Read:
     return None, []
 
 
+def finish_reasons(attributes: dict, content: dict) -> tuple[str, ...] | None:
+    """The ``finish_reason`` of each output message (openai-v2 streaming sends them only there)."""
+    value = parse_json(content.get(OUTPUT_MESSAGES))
+    if not isinstance(value, list):
+        return None
+    reasons = tuple(
+        entry["finish_reason"]
+        for entry in value
+        if isinstance(entry, dict) and isinstance(entry.get("finish_reason"), str) and entry["finish_reason"]
+    )
+    return reasons or None
+
+
 FAMILY = Family(
     name="otel-genai",
     kind_of=kind_of,
@@ -142,4 +155,5 @@ FAMILY = Family(
         cache_write=("gen_ai.usage.cache_write.input_tokens", "gen_ai.usage.input_tokens.cache_write"),
         reasoning=("gen_ai.usage.reasoning.output_tokens", "gen_ai.usage.reasoning_tokens"),
     ),
+    finish_reasons=finish_reasons,
 )

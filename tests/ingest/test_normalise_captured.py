@@ -7,7 +7,7 @@ import pytest
 
 from ingest import normalise, otlp
 from tests.instrumented.expected import expected_usage
-from tests.instrumented.expected_agents import EXPECTED, usage_right_today
+from tests.instrumented.expected_agents import EXPECTED, expected_finish_reasons, usage_right_today
 
 FIXTURES = sorted((Path(__file__).parent.parent / "data" / "otlp").glob("*.json"))
 
@@ -63,3 +63,16 @@ def test_the_duplicate_span_of_the_anthropic_sdk_is_a_model_call_too(path):
         for other in call["other_spans"]:
             resource, row = spans[other["span_id"]]
             assert normalise.classify(row["name"], row["attributes"]) == normalise.MODEL_CALL
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda path: path.stem)
+def test_finish_reasons_in_the_otel_vocabulary_whatever_the_instrumentation_sent(path):
+    """``tool_call`` where the model asked for tools, else ``stop``: from the span's attribute in the
+    provider's words (tool_use, end_turn), from the output messages only (openai-v2 streaming), from
+    the response object (OpenInference's Responses spans), or "stop" for tool calls (Gemini,
+    openai-agents)."""
+    description, spans, events = load(path)
+    for call in description["calls"]:
+        resource, row = spans[call["span"]["span_id"]]
+        record = normalise.call_record(row, resource, events.get(row["span_id"], []))
+        assert record.finish_reasons == expected_finish_reasons(call), call["index"]
