@@ -34,7 +34,18 @@ FINISH_REASONS = (
 AGENT_NAME = ("gen_ai.agent.name", "agent.name", "agent_name")
 SERVICE_NAME = "service.name"
 
-USAGE_PREFIXES = ("gen_ai.usage.", "llm.token_count.", "llm.usage.")
+# Anthropic's cache diagnosis (``diagnostics.cache_miss_reason`` of a response: its ``type`` and
+# ``cache_missed_input_tokens``), flattened under this prefix by the ctxview SDK and by ingest (from
+# OpenInference's metadata); kept with the usage figures, where the cache analysis reads it.
+ANTHROPIC_CACHE_MISS = "anthropic.diagnostics.cache_miss_reason"
+# The anthropic SDK's own tracing puts the cache TTL split under anthropic.usage.
+USAGE_PREFIXES = (
+    "gen_ai.usage.",
+    "llm.token_count.",
+    "llm.usage.",
+    "anthropic.usage.",
+    "anthropic.diagnostics.",
+)
 
 EVENT_NAME_ATTRIBUTE = "event.name"
 

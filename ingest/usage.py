@@ -58,6 +58,10 @@ def normalise_usage(
         for key, value in attributes.items()
         if key.startswith(semconv.USAGE_PREFIXES) and not isinstance(value, (dict, list))
     }
+    for family in families.FAMILIES:
+        if family.usage_details is not None:
+            for key, value in family.usage_details(attributes).items():
+                raw.setdefault(key, value)
     notes: list[str] = []
     reported_input = _first(attributes, families.INPUT_TOKENS)
     cache_read = _first(attributes, families.CACHE_READ_TOKENS)

@@ -80,3 +80,6 @@ class Family:
     usage_fallback: Callable[[dict], dict[str, tuple]] | None = None
     # Where the family puts finish reasons when the span's finish-reason attribute has none.
     finish_reasons: FinishReasonsReader | None = None
+    # attributes -> usage details found elsewhere (a provider's cache diagnosis in a metadata JSON), by
+    # the attribute name ctxview keeps them under; added to the call's reported usage.
+    usage_details: Callable[[dict], dict[str, str | int]] | None = None

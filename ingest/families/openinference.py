@@ -5,6 +5,7 @@ Messages and tools are flattened into indexed keys (``llm.input_messages.0.messa
 tokens — except where ``providers.INSTRUMENTATIONS`` says otherwise (Bedrock, Anthropic before 0.1.14).
 """
 
+from ingest import semconv
 from ingest.families.base import AGENT, MODEL_CALL, TOOL, Family, Read, UsageKeys
 from ingest.families.messages import (
     Event,
@@ -22,6 +23,7 @@ KINDS = {"LLM": MODEL_CALL, "TOOL": TOOL, "AGENT": AGENT}
 INPUT_MESSAGES = "llm.input_messages"
 OUTPUT_MESSAGES = "llm.output_messages"
 TOOLS = "llm.tools"
+METADATA = "metadata"  # JSON; the Anthropic instrumentation adds the response's cache_miss_reason
 OUTPUT_VALUE = "output.value"  # the response object as JSON (Responses API: no llm.finish_reason)
 
 # The Responses API has a status, no finish reason: as openinference-instrumentation-openai-agents maps it.
@@ -99,6 +101,19 @@ def finish_reasons(attributes: dict, content: dict) -> tuple[str, ...] | None:
     return (_RESPONSE_STATUS[status],) if status in _RESPONSE_STATUS else None
 
 
+def usage_details(attributes: dict) -> dict[str, str | int]:
+    """Anthropic's cache diagnosis, which openinference-instrumentation-anthropic keeps in ``metadata``."""
+    metadata = parse_json(attributes.get(METADATA))
+    reason = metadata.get("cache_miss_reason") if isinstance(metadata, dict) else None
+    if not isinstance(reason, dict) or not isinstance(reason.get("type"), str):
+        return {}
+    details: dict[str, str | int] = {f"{semconv.ANTHROPIC_CACHE_MISS}.type": reason["type"][:100]}
+    missed = reason.get("cache_missed_input_tokens")
+    if isinstance(missed, int) and not isinstance(missed, bool) and missed >= 0:
+        details[f"{semconv.ANTHROPIC_CACHE_MISS}.cache_missed_input_tokens"] = missed
+    return details
+
+
 FAMILY = Family(
     name="openinference",
     kind_of=kind_of,
@@ -114,4 +129,5 @@ FAMILY = Family(
         reasoning=("llm.token_count.completion_details.reasoning",),
     ),
     finish_reasons=finish_reasons,
+    usage_details=usage_details,
 )

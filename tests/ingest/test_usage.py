@@ -283,3 +283,42 @@ def test_openllmetry_openai_drops_the_cache_write_so_it_stays_unknown():
         1412,
     )
     assert usage.notes == ()
+
+
+def test_anthropics_cache_diagnosis_from_openinference_metadata_is_kept_with_the_usage():
+    from ctxcore.analysis import limits
+
+    metadata = {"cache_miss_reason": {"type": "system_changed", "cache_missed_input_tokens": 1824}}
+    usage = normalise_usage(
+        {"llm.token_count.prompt": 2136, "metadata": json.dumps(metadata)},
+        "anthropic",
+        "openinference.instrumentation.anthropic",
+        "3.1.0",
+    )
+    assert usage.raw["anthropic.diagnostics.cache_miss_reason.type"] == "system_changed"
+    assert usage.raw["anthropic.diagnostics.cache_miss_reason.cache_missed_input_tokens"] == 1824
+    assert limits.provider_diagnosis(usage.raw) == "system_changed"
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        "not json",
+        json.dumps(["cache_miss_reason"]),
+        json.dumps({"cache_miss_reason": None}),  # still pending at the provider
+        json.dumps({"cache_miss_reason": {"type": 7}}),
+        json.dumps({"user": "metadata of the app's own"}),
+    ],
+)
+def test_metadata_without_a_diagnosis_adds_nothing(metadata):
+    usage = normalise_usage({"llm.token_count.prompt": 10, "metadata": metadata})
+    assert not [key for key in usage.raw if key.startswith("anthropic.diagnostics.")]
+
+
+def test_a_diagnosis_with_junk_tokens_keeps_only_its_reason():
+    metadata = {"cache_miss_reason": {"type": "tools_changed", "cache_missed_input_tokens": -3}}
+    usage = normalise_usage({"llm.token_count.prompt": 10, "metadata": json.dumps(metadata)})
+    assert usage.raw == {
+        "llm.token_count.prompt": 10,
+        "anthropic.diagnostics.cache_miss_reason.type": "tools_changed",
+    }
