@@ -306,6 +306,15 @@ def call_record(
             manifest_error = "; ".join(manifest.warnings)
             content_captured = content_captured or any(item.content is not None for item in items)
             moved.append(semconv.CTXVIEW_MANIFEST)
+    for edit in families.context_edits(attributes)[:20]:
+        cleared = ", ".join(
+            f"{value} {key.removeprefix('cleared_').replace('_', ' ')}"
+            for key, value in edit.items()
+            if key != "type"
+        )
+        notes.append(
+            f"context edited before the model saw it: {edit['type']}" + (f" ({cleared})" if cleared else "")
+        )
     if not content_captured and manifest_source != "explicit":
         notes.append("content was not captured: enable message content capture in the instrumentation")
 

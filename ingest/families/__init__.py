@@ -80,6 +80,11 @@ def finish_reasons(attributes: dict, content: dict) -> tuple[str, ...] | None:
     return None
 
 
+def context_edits(attributes: dict) -> list[dict]:
+    """What was done to the call's context before the model saw it (context editing, compaction)."""
+    return [edit for family in FAMILIES if family.context_edits for edit in family.context_edits(attributes)]
+
+
 def _joined(name: str) -> tuple:
     return tuple(dict.fromkeys(value for family in FAMILIES for value in getattr(family, name)))
 
@@ -123,6 +128,7 @@ __all__ = [
     "Family",
     "classify",
     "content_attributes",
+    "context_edits",
     "finish_reasons",
     "input_messages",
     "output_messages",

@@ -83,3 +83,6 @@ class Family:
     # attributes -> usage details found elsewhere (a provider's cache diagnosis in a metadata JSON), by
     # the attribute name ctxview keeps them under; added to the call's reported usage.
     usage_details: Callable[[dict], dict[str, str | int]] | None = None
+    # attributes -> what the provider or the framework did to this call's context before the model saw
+    # it (Anthropic's context editing, a compaction): each {"type": ..., "<cleared_…>": count}.
+    context_edits: Callable[[dict], list[dict]] | None = None

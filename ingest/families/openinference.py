@@ -114,6 +114,22 @@ def usage_details(attributes: dict) -> dict[str, str | int]:
     return details
 
 
+def context_edits(attributes: dict) -> list[dict]:
+    """Anthropic's applied context edits (cleared tool uses, thinking), kept in ``metadata``."""
+    metadata = parse_json(attributes.get(METADATA))
+    edits = metadata.get("context_management_applied_edits") if isinstance(metadata, dict) else None
+    found = []
+    for edit in edits if isinstance(edits, list) else []:
+        if isinstance(edit, dict) and isinstance(edit.get("type"), str):
+            counts = {
+                key: value
+                for key, value in edit.items()
+                if key.startswith("cleared_") and isinstance(value, int) and not isinstance(value, bool)
+            }
+            found.append({"type": edit["type"][:100], **counts})
+    return found
+
+
 FAMILY = Family(
     name="openinference",
     kind_of=kind_of,
@@ -130,4 +146,5 @@ FAMILY = Family(
     ),
     finish_reasons=finish_reasons,
     usage_details=usage_details,
+    context_edits=context_edits,
 )

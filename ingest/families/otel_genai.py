@@ -27,6 +27,7 @@ LEGACY_COMPLETION = "gen_ai.completion"
 EVENT_CONTENT_PROMPT = "gen_ai.content.prompt"  # span events, v1.26–1.27
 EVENT_CONTENT_COMPLETION = "gen_ai.content.completion"
 EVENT_OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
+COMPACTED = "gen_ai.conversation.compacted"  # genai-repo: the history was compacted for this call
 
 MODEL_CALL_OPERATIONS = frozenset({"chat", "generate_content", "text_completion", "completion", "generate"})
 TOOL_OPERATIONS = frozenset({"execute_tool"})
@@ -137,6 +138,11 @@ def finish_reasons(attributes: dict, content: dict) -> tuple[str, ...] | None:
     return reasons or None
 
 
+def context_edits(attributes: dict) -> list[dict]:
+    value = attributes.get(COMPACTED)
+    return [{"type": "compacted"}] if value is True or value == "true" else []
+
+
 FAMILY = Family(
     name="otel-genai",
     kind_of=kind_of,
@@ -156,4 +162,5 @@ FAMILY = Family(
         reasoning=("gen_ai.usage.reasoning.output_tokens", "gen_ai.usage.reasoning_tokens"),
     ),
     finish_reasons=finish_reasons,
+    context_edits=context_edits,
 )

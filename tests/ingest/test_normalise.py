@@ -461,3 +461,44 @@ TOOL_CALL_OUTPUT = json.dumps(
 )
 def test_finish_reasons_wherever_the_family_puts_them(attributes, scope, expected):
     assert finish_of(attributes, scope) == expected
+
+
+@pytest.mark.parametrize(
+    "attributes, notes",
+    [
+        ({"gen_ai.conversation.compacted": True}, ["context edited before the model saw it: compacted"]),
+        ({"gen_ai.conversation.compacted": False}, []),
+        (
+            {
+                "openinference.span.kind": "LLM",
+                "metadata": json.dumps(
+                    {
+                        "context_management_applied_edits": [
+                            {"type": "clear_thinking_20251015", "cleared_thinking_turns": 3}
+                        ]
+                    }
+                ),
+            },
+            ["context edited before the model saw it: clear_thinking_20251015 (3 thinking turns)"],
+        ),
+        # Junk from the trace: no type, counts that are no counts, not a list.
+        (
+            {
+                "openinference.span.kind": "LLM",
+                "metadata": json.dumps(
+                    {
+                        "context_management_applied_edits": [
+                            {"cleared_tool_uses": 2},
+                            {"type": "x", "cleared_a": "2"},
+                        ]
+                    }
+                ),
+            },
+            ["context edited before the model saw it: x"],
+        ),
+        ({"openinference.span.kind": "LLM", "metadata": '{"context_management_applied_edits": 3}'}, []),
+    ],
+)
+def test_context_edits_are_noted_on_the_call(attributes, notes):
+    record = normalise.call_record(span({"gen_ai.operation.name": "chat", **attributes}), {})
+    assert [note for note in record.notes if note.startswith("context edited")] == notes
