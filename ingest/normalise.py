@@ -229,7 +229,8 @@ def _finish_reasons(
             break
     if not reasons:
         reasons = families.finish_reasons(attributes, content) or ()
-    reasons = tuple(providers.finish_reason(reason) for reason in reasons)
+    # Content from traces: a bounded number of bounded words.
+    reasons = tuple(providers.finish_reason(str(reason)[:100]) for reason in reasons[:20])
     provider_row = providers.provider(provider)
     says_stop = (provider_row is not None and provider_row.stop_for_tool_calls) or any(
         row.finish_reasons == providers.STOP_FOR_TOOL_CALLS
@@ -312,9 +313,10 @@ def call_record(
             for key, value in edit.items()
             if key != "type"
         )
-        notes.append(
-            f"context edited before the model saw it: {edit['type']}" + (f" ({cleared})" if cleared else "")
+        note = f"context edited before the model saw it: {edit['type']}" + (
+            f" ({cleared})" if cleared else ""
         )
+        notes.append(note[:300])
     if not content_captured and manifest_source != "explicit":
         notes.append("content was not captured: enable message content capture in the instrumentation")
 

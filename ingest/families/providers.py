@@ -4,9 +4,11 @@ out: the one table usage normalisation and finish reasons follow. No Django here
 ``PROVIDERS``: one row per provider (OTel's ``gen_ai.provider.name``), with every family's spelling of it,
 whether its API reports cache writes per request, and whether it says "stop" for a tool-call answer.
 ``INSTRUMENTATIONS``: one row per instrumentation (by its OTel scope name, for some providers, for some
-versions) whose figures or finish reasons need reading with care. Every row without a version bound is
-recorded from the real instrumentation in ``tests/instrumented/`` (the scenario it names); the
-README's "Known to work" table says the same for users. Sources: ../shared/docs/conventions.md §2, §3, §6.
+versions) whose figures or finish reasons need reading with care. A row that names a scenario is
+checked against that recording of the real instrumentation (``tests/instrumented/``,
+``tests/ingest/test_providers.py``); the others (version bounds, Bedrock) come from the
+instrumentations' sources (../shared/docs/conventions.md §2, §3, §6). The README's "Known to work"
+table says the same for users.
 """
 
 from dataclasses import dataclass
@@ -17,7 +19,9 @@ CACHE_READ = "cache_read"
 CACHE_WRITE = "cache_write"
 REASONING = "reasoning"
 
-# How an instrumentation reports finish reasons (beyond the span attribute holding the OTel values).
+# How an instrumentation reports finish reasons. Only STOP_FOR_TOOL_CALLS changes how they are read;
+# the others say where ingest finds them (it looks in every place in turn: the span's attribute, then
+# the family's readers), for the README and the tests that check each row against its recording.
 REPORTED = "reported"  # on the span, as the OTel values or the provider's words (mapped below)
 ON_MESSAGES = "on_messages"  # only inside the output messages (``finish_reason`` of each)
 STOP_FOR_TOOL_CALLS = "stop_for_tool_calls"  # "stop" for every completed answer, tool calls too

@@ -39,7 +39,7 @@ def every_recorded_call():
     return [entry for path in sorted(FIXTURES.glob("*.json")) for entry in model_calls(path.stem)]
 
 
-def test_every_row_names_a_recording_or_a_version_bound():
+def test_every_row_names_its_recording_or_is_a_rule_from_the_sources():
     for row in providers.INSTRUMENTATIONS:
         assert row.scenario or row.since or row.before or row.input_excludes_cache, row.label
         if row.scenario:
