@@ -13,6 +13,7 @@ from ctxview.panels import call as shapes
 from ctxview.panels import diff, help, load
 from ctxview.params import BadParameter, int_param
 from ctxview.views_common import render_page, ui_view
+from ingest import semconv
 from ingest.models import Call, Content
 
 # Rows of the items table shown before "show all" (a call may carry 5,000 items).
@@ -95,6 +96,10 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
         "title": f"Call {call.seq} · Run {run.key}",
         "analysis": analysis,
         "cache": cache,
+        # Anthropic's estimate of what its cache could not reuse, shown beside our tokens rewritten.
+        "provider_missed_tokens": call.usage_raw.get(
+            f"{semconv.ANTHROPIC_CACHE_MISS}.cache_missed_input_tokens"
+        ),
         "gauge": shapes.gauge(analysis.get("buckets"), call.budget),
         "table": table,
         "rows": shown,

@@ -23,7 +23,7 @@ from .manifest import (
     message_id,
     render,
 )
-from .record import record_anthropic, record_openai
+from .record import ask_cache_diagnostics, record_anthropic, record_openai
 from .tokens import estimate_tokens
 from .usage import usage_attributes
 from .version import __version__
@@ -40,6 +40,7 @@ __all__ = [
     "Excluded",
     "Item",
     "__version__",
+    "ask_cache_diagnostics",
     "call",
     "configure",
     "content_hash",

@@ -16,6 +16,10 @@ USAGE_CACHE_CREATION_INPUT_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
 USAGE_REASONING_OUTPUT_TOKENS = "gen_ai.usage.reasoning.output_tokens"
 ERROR_TYPE = "error.type"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
+# Anthropic's cache diagnosis of a response (diagnostics.cache_miss_reason), flattened: no convention
+# has it yet, so it keeps the response's own path under the provider's prefix.
+CACHE_MISS_REASON_TYPE = "anthropic.diagnostics.cache_miss_reason.type"
+CACHE_MISSED_INPUT_TOKENS = "anthropic.diagnostics.cache_miss_reason.cache_missed_input_tokens"
 
 # ctxview's convention (see CONVENTION.md).
 RUN_ID = "ctxview.run.id"

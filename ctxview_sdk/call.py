@@ -73,6 +73,7 @@ class Call:
         self.response_id: str | None = None
         self.finish_reasons: list[str] | None = None
         self.tool_calls: list[dict[str, Any]] = []
+        self.cache_diagnosis: dict[str, Any] = {}
         self.dropped_items = 0
         self.ended = False
         self._ids: set[str] = set()  # included and excluded alike: one id names one candidate
@@ -217,6 +218,18 @@ class Call:
             reasons = [finish_reasons] if isinstance(finish_reasons, str) else finish_reasons
             self.finish_reasons = [str(reason) for reason in reasons if reason is not None]
 
+    def set_cache_diagnosis(self, reason: str, missed_input_tokens: int | None = None) -> None:
+        """The provider's reason for a cache miss (Anthropic's ``cache_miss_reason``), shown beside ours."""
+        if not (isinstance(reason, str) and reason):
+            raise ValueError(f"a cache-miss reason must be a non-empty string, got {reason!r}")
+        valid = isinstance(missed_input_tokens, int) and not isinstance(missed_input_tokens, bool)
+        if missed_input_tokens is not None and not (valid and missed_input_tokens >= 0):
+            raise ValueError(f"missed_input_tokens must be an int >= 0, got {missed_input_tokens!r}")
+        self.cache_diagnosis = {
+            attr.CACHE_MISS_REASON_TYPE: reason[:100],
+            attr.CACHE_MISSED_INPUT_TOKENS: missed_input_tokens,
+        }
+
     def add_tool_call(self, name: str, id: str | None = None, arguments: Any = None) -> None:
         """Record a tool call the model asked for in its answer (sent as gen_ai.output.messages)."""
         if not (isinstance(name, str) and name):
@@ -263,6 +276,7 @@ class Call:
             if self.tool_calls
             else None,
         }
+        optional.update(self.cache_diagnosis)
         attributes.update({key: value for key, value in optional.items() if value is not None})
         attributes.update(self.usage)
         return attributes

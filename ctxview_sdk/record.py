@@ -39,6 +39,23 @@ def record_openai(
     return _record(run_id, turn, request, response, excluded, options, "openai", Call.items_from_openai)
 
 
+def ask_cache_diagnostics(request: Mapping[str, Any], previous: Any) -> dict[str, Any]:
+    """The Anthropic request asking for the cache diagnosis against ``previous`` (opt-in).
+
+    ``previous`` is the run's previous response (a Message or dict) or its id; None leaves the request as
+    it is. The response then says why the prompt cache could not reuse that request's prefix
+    (``diagnostics.cache_miss_reason``), and ``record_anthropic`` sends it: ctxview shows it beside its
+    own cause. Returns a new dict; the request given is not changed."""
+    if not isinstance(request, Mapping):
+        raise ValueError(f"request must be a dict, got {type(request).__name__}")
+    if previous is None:
+        return dict(request)
+    previous_id = previous if isinstance(previous, str) else (as_mapping(previous) or {}).get("id")
+    if not (isinstance(previous_id, str) and previous_id):
+        raise ValueError(f"previous must be a response with an id, or an id, got {previous!r}")
+    return {**request, "diagnostics": {"previous_message_id": previous_id}}
+
+
 def _record(
     run_id: str,
     turn: int,
@@ -109,8 +126,18 @@ def _read_response(call: Call, response: Any) -> None:
             call.add_tool_call(**tool_call)
         if data.get("usage") is not None:
             call.set_usage(data["usage"])
+        _read_cache_diagnosis(call, data)
     except Exception:
         logger.exception("ctxview_sdk: could not read the response")
+
+
+def _read_cache_diagnosis(call: Call, data: Mapping[str, Any]) -> None:
+    """Anthropic's ``diagnostics.cache_miss_reason``, when the request asked for it and it is ready."""
+    reason = as_mapping((as_mapping(data.get("diagnostics")) or {}).get("cache_miss_reason")) or {}
+    if isinstance(reason.get("type"), str) and reason["type"]:
+        missed = reason.get("cache_missed_input_tokens")
+        valid = isinstance(missed, int) and not isinstance(missed, bool) and missed >= 0
+        call.set_cache_diagnosis(reason["type"], missed if valid else None)
 
 
 def _tool_calls(data: Mapping[str, Any]) -> list[dict[str, Any]]:

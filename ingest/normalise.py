@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ctxcore.vocabulary import CONTENT_LIMIT, Item, Usage, digest, render
 from ingest import families, semconv, tokens
 from ingest import manifest as manifest_module
-from ingest.families import AGENT, MODEL_CALL, TOOL, Event, classify
+from ingest.families import AGENT, MODEL_CALL, TOOL, Event, classify, providers
 from ingest.families.messages import is_number, parse_json
 from ingest.usage import normalise_usage, provider_name
 
@@ -210,14 +210,35 @@ def tool_calls_of(messages: list[dict] | None) -> list[dict]:
 # --- The call record -----------------------------------------------------------------------------
 
 
-def _finish_reasons(attributes: dict) -> tuple[str, ...]:
+def _finish_reasons(
+    attributes: dict, content: dict, provider: str, scope_name: str, scope_version: str, asked_for_tools: bool
+) -> tuple[str, ...]:
+    """The call's finish reasons in the OTel vocabulary (``stop``, ``tool_call``, ``length``…).
+
+    From the span's attribute, else where the family puts them (output messages, a response object);
+    provider words mapped (``tool_use`` -> ``tool_call``); "stop" read as ``tool_call`` where the
+    provider or the instrumentation says "stop" for an answer that asks for tools (providers table)."""
+    reasons: tuple[str, ...] = ()
     for key in semconv.FINISH_REASONS:
         value = parse_json(attributes.get(key))
         if isinstance(value, list):
-            return tuple(str(reason) for reason in value)
+            reasons = tuple(str(reason) for reason in value)
+            break
         if isinstance(value, str) and value:
-            return (value,)
-    return ()
+            reasons = (value,)
+            break
+    if not reasons:
+        reasons = families.finish_reasons(attributes, content) or ()
+    # Content from traces: a bounded number of bounded words.
+    reasons = tuple(providers.finish_reason(str(reason)[:100]) for reason in reasons[:20])
+    provider_row = providers.provider(provider)
+    says_stop = (provider_row is not None and provider_row.stop_for_tool_calls) or any(
+        row.finish_reasons == providers.STOP_FOR_TOOL_CALLS
+        for row in providers.instrumentations(scope_name, scope_version, provider)
+    )
+    if says_stop and asked_for_tools and reasons and set(reasons) == {"stop"}:
+        return ("tool_call",)
+    return reasons
 
 
 MAX_TURN = 2**31 - 1  # the column's range
@@ -242,7 +263,8 @@ def call_record(
     events = [Event(event["name"], event["attributes"]) for event in span.get("events", [])] + list(events)
     key, key_source = run_key(attributes, span["trace_id"])
     provider = provider_name(_first_text(attributes, semconv.PROVIDER)[0])
-    usage = normalise_usage(attributes, provider, span.get("scope_name", ""), span.get("scope_version", ""))
+    scope_name, scope_version = span.get("scope_name", ""), span.get("scope_version", "")
+    usage = normalise_usage(attributes, provider, scope_name, scope_version)
     notes = list(usage.notes)
 
     # Details events may carry the whole conversation as one JSON body: parse it once, not per reader.
@@ -260,6 +282,7 @@ def call_record(
     ]
 
     items = derive_items(tools, system, inputs, count)
+    tool_calls = tool_calls_of(outputs)
     manifest_source = "derived" if content_captured or tools else "none"
     excluded: tuple[dict, ...] = ()
     budget = None
@@ -284,6 +307,16 @@ def call_record(
             manifest_error = "; ".join(manifest.warnings)
             content_captured = content_captured or any(item.content is not None for item in items)
             moved.append(semconv.CTXVIEW_MANIFEST)
+    for edit in families.context_edits(attributes)[:20]:
+        cleared = ", ".join(
+            f"{value} {key.removeprefix('cleared_').replace('_', ' ')}"
+            for key, value in edit.items()
+            if key != "type"
+        )
+        note = f"context edited before the model saw it: {edit['type']}" + (
+            f" ({cleared})" if cleared else ""
+        )
+        notes.append(note[:300])
     if not content_captured and manifest_source != "explicit":
         notes.append("content was not captured: enable message content capture in the instrumentation")
 
@@ -313,9 +346,11 @@ def call_record(
         excluded=excluded,
         budget=budget,
         prompt_version=prompt_version[:200],
-        tool_calls=tuple(tool_calls_of(outputs)),
+        tool_calls=tuple(tool_calls),
         tool_definitions=tuple(tool_name(tool) for tool in tools) if tools is not None else None,
-        finish_reasons=_finish_reasons(attributes),
+        finish_reasons=_finish_reasons(
+            attributes, content, provider, scope_name, scope_version, bool(tool_calls)
+        ),
         notes=tuple(notes),
         moved_keys=tuple(dict.fromkeys(moved)),
     )

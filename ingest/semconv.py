@@ -25,11 +25,27 @@ REQUEST_MODEL = ("gen_ai.request.model", "llm.request.model_name", "llm.model_na
 RESPONSE_MODEL = ("gen_ai.response.model", "llm.response.model_name", "llm.model_name")
 PROVIDER = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")
 RESPONSE_ID = ("gen_ai.response.id", "llm.response.id")
-FINISH_REASONS = ("gen_ai.response.finish_reasons", "llm.finish_reason", "gen_ai.response.finish_reason")
+FINISH_REASONS = (
+    "gen_ai.response.finish_reasons",
+    "llm.finish_reason",
+    "gen_ai.response.finish_reason",
+    "anthropic.message.stop_reason",  # the anthropic SDK's own tracing (its words: end_turn, tool_use)
+)
 AGENT_NAME = ("gen_ai.agent.name", "agent.name", "agent_name")
 SERVICE_NAME = "service.name"
 
-USAGE_PREFIXES = ("gen_ai.usage.", "llm.token_count.", "llm.usage.")
+# Anthropic's cache diagnosis (``diagnostics.cache_miss_reason`` of a response: its ``type`` and
+# ``cache_missed_input_tokens``), flattened under this prefix by the ctxview SDK and by ingest (from
+# OpenInference's metadata); kept with the usage figures, where the cache analysis reads it.
+ANTHROPIC_CACHE_MISS = "anthropic.diagnostics.cache_miss_reason"
+# The anthropic SDK's own tracing puts the cache TTL split under anthropic.usage.
+USAGE_PREFIXES = (
+    "gen_ai.usage.",
+    "llm.token_count.",
+    "llm.usage.",
+    "anthropic.usage.",
+    "anthropic.diagnostics.",
+)
 
 EVENT_NAME_ATTRIBUTE = "event.name"
 

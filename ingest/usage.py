@@ -3,43 +3,19 @@
 Every family reports input tokens differently: OTel (v1.40+), OpenInference and OpenLLMetry report an
 input figure that *includes* cached tokens; a few emitters copy Anthropic's or Bedrock's exclusive
 ``input_tokens`` verbatim. ctxview stores the split: ``uncached + cache_write + cache_read =
-prompt_total``. A figure the source did not report is None (unknown), never 0.
+prompt_total``. A figure the source did not report is None (unknown), never 0 — unless the
+provider or the instrumentation is known to leave that figure out when it is 0
+(``ingest/families/providers.py``, the one table of what each instrumentation reports).
 """
 
 from typing import Any
 
 from ctxcore.vocabulary import Usage
 from ingest import families, semconv
+from ingest.families import providers
+from ingest.families.providers import CACHE_READ, CACHE_WRITE, REASONING, provider_name
 
-# Providers whose prompt caching has no separate write charge: a reported cache read with no write
-# figure means nothing was written (OpenAI-style automatic caching; Gemini writes through another API).
-_NO_CACHE_WRITES = frozenset(
-    {"openai", "azure.ai.openai", "azure.ai.inference", "gcp.gen_ai", "deepseek", "x_ai"}
-)
-
-_PROVIDER_ALIASES = {
-    "xai": "x_ai",
-    "mistralai": "mistral_ai",
-    "az.ai.openai": "azure.ai.openai",
-    "azure": "azure.ai.openai",
-    "az.ai.inference": "azure.ai.inference",
-    "vertex_ai": "gcp.vertex_ai",
-    "vertexai": "gcp.vertex_ai",
-    "gemini": "gcp.gemini",
-    "google": "gcp.gen_ai",
-    "aws": "aws.bedrock",
-    "amazon": "aws.bedrock",
-    "bedrock": "aws.bedrock",
-}
-
-
-def provider_name(value: Any) -> str:
-    """OTel's current provider name for any family's spelling ("Anthropic", "MistralAI", "az.ai.openai"…)."""
-    if not isinstance(value, str):
-        return ""
-    name = value.strip().lower()
-    return _PROVIDER_ALIASES.get(name, name)
-
+__all__ = ["MAX_TOKENS", "normalise_usage", "provider_name"]
 
 # No call has this many tokens: a larger figure is junk, and summing a few of them into a run's totals
 # would overflow its 64-bit columns (failing every later batch of the run).
@@ -82,6 +58,10 @@ def normalise_usage(
         for key, value in attributes.items()
         if key.startswith(semconv.USAGE_PREFIXES) and not isinstance(value, (dict, list))
     }
+    for family in families.FAMILIES:
+        if family.usage_details is not None:
+            for key, value in family.usage_details(attributes).items():
+                raw.setdefault(key, value)
     notes: list[str] = []
     reported_input = _first(attributes, families.INPUT_TOKENS)
     cache_read = _first(attributes, families.CACHE_READ_TOKENS)
@@ -97,18 +77,36 @@ def normalise_usage(
             if cache_write is None:
                 cache_write = _first_count(found.get("cache_write", ()))
 
-    omits_zero_figures = any(family.omits_zero_figures(scope_name) for family in families.FAMILIES)
-    if reported_input is not None and omits_zero_figures:
-        if cache_read is None:
+    rows = providers.instrumentations(scope_name, scope_version, provider)
+    # An absent figure that the instrumentation leaves out when 0 is 0, where the figure it belongs
+    # beside (input for the cache, output for reasoning) was reported.
+    zeros_left_out = frozenset().union(*(row.zeros_left_out for row in rows))
+    if any(family.omits_zero_figures(scope_name) for family in families.FAMILIES):
+        zeros_left_out |= {CACHE_READ, CACHE_WRITE}
+    taken_as_zero = []
+    if reported_input is not None:
+        if cache_read is None and CACHE_READ in zeros_left_out:
             cache_read = 0
-        if cache_write is None:
+            taken_as_zero.append(CACHE_READ)
+        if cache_write is None and CACHE_WRITE in zeros_left_out:
             cache_write = 0
+            taken_as_zero.append(CACHE_WRITE)
+    if output is not None and reasoning is None and REASONING in zeros_left_out:
+        reasoning = 0
+        taken_as_zero.append(REASONING)
+    if taken_as_zero:
+        notes.append(f"{', '.join(taken_as_zero)} taken as 0: {scope_name} leaves zero figures out")
 
-    if cache_write is None and cache_read is not None and provider in _NO_CACHE_WRITES:
+    dropped = frozenset().union(*(row.dropped for row in rows))
+    provider_row = providers.provider(provider)
+    writes_reported = provider_row is None or provider_row.cache_writes
+    if cache_write is None and cache_read is not None and not writes_reported and CACHE_WRITE not in dropped:
         cache_write = 0
         notes.append(f"cache_write taken as 0: {provider} reports no cache writes")
 
-    exclusive = any(family.input_excludes_cache(scope_name, scope_version) for family in families.FAMILIES)
+    exclusive = any(row.input_excludes_cache for row in rows) or any(
+        family.input_excludes_cache(scope_name, scope_version) for family in families.FAMILIES
+    )
     if exclusive:
         notes.append(f"{scope_name} {scope_version} reports input without cached tokens")
     elif reported_input is not None and (cache_read or 0) + (cache_write or 0) > reported_input:

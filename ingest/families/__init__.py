@@ -70,6 +70,21 @@ def tool_definitions(attributes: dict, content: dict) -> Read:
     return None, []
 
 
+def finish_reasons(attributes: dict, content: dict) -> tuple[str, ...] | None:
+    """Finish reasons where a family puts them beside the span's attribute (output messages, response)."""
+    for family in FAMILIES:
+        if family.finish_reasons is not None:
+            reasons = family.finish_reasons(attributes, content)
+            if reasons:
+                return reasons
+    return None
+
+
+def context_edits(attributes: dict) -> list[dict]:
+    """What was done to the call's context before the model saw it (context editing, compaction)."""
+    return [edit for family in FAMILIES if family.context_edits for edit in family.context_edits(attributes)]
+
+
 def _joined(name: str) -> tuple:
     return tuple(dict.fromkeys(value for family in FAMILIES for value in getattr(family, name)))
 
@@ -113,6 +128,8 @@ __all__ = [
     "Family",
     "classify",
     "content_attributes",
+    "context_edits",
+    "finish_reasons",
     "input_messages",
     "output_messages",
     "system_parts",

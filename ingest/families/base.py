@@ -2,8 +2,9 @@
 
 A family says how it marks a model call, a tool execution or an agent invocation; where its content is
 (messages, system instructions, tool definitions) and how to read it; which attributes carry content;
-which keys hold its usage figures and what they include; which figures it leaves out when they are 0.
-The registry (``ingest.families``) lists the families in order of preference.
+which keys hold its usage figures and what they include. What each instrumentation of a family
+leaves out, per provider, is the table in ``ingest.families.providers``. The registry
+(``ingest.families``) lists the families in order of preference.
 """
 
 import re
@@ -20,6 +21,9 @@ AGENT = "agent"
 # was read from (a key ending in "." is a prefix of flattened keys).
 Read = tuple[list[dict] | None, list[str]]
 MessagesReader = Callable[[dict, dict, list[Event]], Read]  # (attributes, content attributes, events)
+# (attributes, content attributes) -> the finish reasons as the family sent them, beyond the span's
+# finish-reason attribute (in its output messages, its response object), or None when it has none.
+FinishReasonsReader = Callable[[dict, dict], tuple[str, ...] | None]
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
@@ -65,6 +69,8 @@ class Family:
     # Of those events, the ones sent as log records (joined to their span whenever they arrive).
     content_log_events: frozenset[str] = frozenset()
     usage: UsageKeys = field(default_factory=UsageKeys)
+    # Instrumentation rules (by scope, provider, version) are rows of ``providers.INSTRUMENTATIONS``;
+    # these two hooks are for a family whose every span follows the rule, whatever its scope.
     # (scope name, scope version) -> whether its input figure leaves cached tokens out (conventions §6).
     input_excludes_cache: Callable[[str, str], bool] = _never
     # scope name -> whether it leaves zero figures out (an absent cache figure beside an input is 0).
@@ -72,3 +78,11 @@ class Family:
     # attributes -> candidate values of usage figures found elsewhere (a raw provider usage object), by
     # figure name, each in order of preference; read only where no usage key has the figure.
     usage_fallback: Callable[[dict], dict[str, tuple]] | None = None
+    # Where the family puts finish reasons when the span's finish-reason attribute has none.
+    finish_reasons: FinishReasonsReader | None = None
+    # attributes -> usage details found elsewhere (a provider's cache diagnosis in a metadata JSON), by
+    # the attribute name ctxview keeps them under; added to the call's reported usage.
+    usage_details: Callable[[dict], dict[str, str | int]] | None = None
+    # attributes -> what the provider or the framework did to this call's context before the model saw
+    # it (Anthropic's context editing, a compaction): each {"type": ..., "<cleared_…>": count}.
+    context_edits: Callable[[dict], list[dict]] | None = None

@@ -2,10 +2,11 @@
 
 Messages and tools are flattened into indexed keys (``llm.input_messages.0.message.role``,
 ``llm.tools.0.tool.json_schema``); usage in ``llm.token_count.*``, the prompt figure including cached
-tokens — except the Bedrock instrumentation and the Anthropic one before 0.1.14 (conventions.md §6).
+tokens — except where ``providers.INSTRUMENTATIONS`` says otherwise (Bedrock, Anthropic before 0.1.14).
 """
 
-from ingest.families.base import AGENT, MODEL_CALL, TOOL, Family, Read, UsageKeys, version_tuple
+from ingest import semconv
+from ingest.families.base import AGENT, MODEL_CALL, TOOL, Family, Read, UsageKeys
 from ingest.families.messages import (
     Event,
     indexed,
@@ -22,6 +23,12 @@ KINDS = {"LLM": MODEL_CALL, "TOOL": TOOL, "AGENT": AGENT}
 INPUT_MESSAGES = "llm.input_messages"
 OUTPUT_MESSAGES = "llm.output_messages"
 TOOLS = "llm.tools"
+METADATA = "metadata"  # JSON; the Anthropic instrumentation adds the response's cache_miss_reason
+OUTPUT_VALUE = "output.value"  # the response object as JSON (Responses API: no llm.finish_reason)
+
+# The Responses API has a status, no finish reason: as openinference-instrumentation-openai-agents maps it.
+_RESPONSE_STATUS = {"completed": "stop", "failed": "error", "cancelled": "cancelled"}
+_INCOMPLETE_REASONS = {"max_output_tokens": "length", "content_filter": "content_filter"}
 
 
 def kind_of(name: str, attributes: dict) -> str | None:
@@ -74,13 +81,53 @@ def tools(attributes: dict, content: dict) -> Read:
     return (found, [TOOLS + "."]) if found else (None, [])
 
 
-def input_excludes_cache(scope_name: str, scope_version: str) -> bool:
-    name = scope_name.lower()
-    if name.startswith("openinference.instrumentation.bedrock"):
-        return True
-    version = version_tuple(scope_version)
-    anthropic = name.startswith("openinference.instrumentation.anthropic")
-    return anthropic and bool(version) and version < (0, 1, 14)
+def finish_reasons(attributes: dict, content: dict) -> tuple[str, ...] | None:
+    """From the Responses API object in ``output.value``: its status, or a tool call when it asked for one."""
+    response = parse_json(attributes.get(OUTPUT_VALUE))
+    if not isinstance(response, dict) or response.get("object") != "response":
+        return None
+    status = response.get("status")
+    if not isinstance(status, str):
+        return None
+    if status == "incomplete":
+        details = response.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        return (_INCOMPLETE_REASONS.get(reason, "incomplete") if isinstance(reason, str) else "incomplete",)
+    if status == "completed":
+        output = response.get("output")
+        items = output if isinstance(output, list) else []
+        asked = any(isinstance(item, dict) and item.get("type") == "function_call" for item in items)
+        return ("tool_call" if asked else "stop",)
+    return (_RESPONSE_STATUS[status],) if status in _RESPONSE_STATUS else None
+
+
+def usage_details(attributes: dict) -> dict[str, str | int]:
+    """Anthropic's cache diagnosis, which openinference-instrumentation-anthropic keeps in ``metadata``."""
+    metadata = parse_json(attributes.get(METADATA))
+    reason = metadata.get("cache_miss_reason") if isinstance(metadata, dict) else None
+    if not isinstance(reason, dict) or not isinstance(reason.get("type"), str):
+        return {}
+    details: dict[str, str | int] = {f"{semconv.ANTHROPIC_CACHE_MISS}.type": reason["type"][:100]}
+    missed = reason.get("cache_missed_input_tokens")
+    if isinstance(missed, int) and not isinstance(missed, bool) and missed >= 0:
+        details[f"{semconv.ANTHROPIC_CACHE_MISS}.cache_missed_input_tokens"] = missed
+    return details
+
+
+def context_edits(attributes: dict) -> list[dict]:
+    """Anthropic's applied context edits (cleared tool uses, thinking), kept in ``metadata``."""
+    metadata = parse_json(attributes.get(METADATA))
+    edits = metadata.get("context_management_applied_edits") if isinstance(metadata, dict) else None
+    found = []
+    for edit in edits if isinstance(edits, list) else []:
+        if isinstance(edit, dict) and isinstance(edit.get("type"), str):
+            counts = {
+                key: value
+                for key, value in edit.items()
+                if key.startswith("cleared_") and isinstance(value, int) and not isinstance(value, bool)
+            }
+            found.append({"type": edit["type"][:100], **counts})
+    return found
 
 
 FAMILY = Family(
@@ -97,5 +144,7 @@ FAMILY = Family(
         cache_write=("llm.token_count.prompt_details.cache_write",),
         reasoning=("llm.token_count.completion_details.reasoning",),
     ),
-    input_excludes_cache=input_excludes_cache,
+    finish_reasons=finish_reasons,
+    usage_details=usage_details,
+    context_edits=context_edits,
 )

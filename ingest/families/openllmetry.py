@@ -2,12 +2,12 @@
 
 Model calls by ``llm.request.type``, tools and agents by ``traceloop.span.kind`` — only on spans without
 an operation name (the current releases send the OTel GenAI attributes). Messages flattened into
-``gen_ai.prompt.<i>.*`` / ``gen_ai.completion.<i>.*``, tools into ``llm.request.functions.<i>.*``. The
-Anthropic instrumentation before 0.33.4 reported the input without cached tokens.
+``gen_ai.prompt.<i>.*`` / ``gen_ai.completion.<i>.*``, tools into ``llm.request.functions.<i>.*``. What its
+instrumentations leave out or report differently: ``providers.INSTRUMENTATIONS``.
 """
 
 from ingest import semconv
-from ingest.families.base import AGENT, MODEL_CALL, TOOL, Family, Read, UsageKeys, version_tuple
+from ingest.families.base import AGENT, MODEL_CALL, TOOL, Family, Read, UsageKeys
 from ingest.families.messages import (
     Event,
     indexed,
@@ -75,13 +75,14 @@ def tools(attributes: dict, content: dict) -> Read:
     ]
 
 
-def input_excludes_cache(scope_name: str, scope_version: str) -> bool:
-    version = version_tuple(scope_version)
-    return (
-        scope_name.lower().startswith("opentelemetry.instrumentation.anthropic")
-        and bool(version)
-        and version < (0, 33, 4)
+def finish_reasons(attributes: dict, content: dict) -> tuple[str, ...] | None:
+    """``gen_ai.completion.<i>.finish_reason`` of the legacy releases."""
+    reasons = tuple(
+        entry["finish_reason"]
+        for entry in indexed(nest(attributes, COMPLETION))
+        if isinstance(entry, dict) and isinstance(entry.get("finish_reason"), str) and entry["finish_reason"]
     )
+    return reasons or None
 
 
 FAMILY = Family(
@@ -97,5 +98,5 @@ FAMILY = Family(
         cache_write=("gen_ai.usage.cache_creation.input_tokens", "gen_ai.usage.cache_creation_input_tokens"),
         reasoning=("llm.usage.reasoning_tokens",),
     ),
-    input_excludes_cache=input_excludes_cache,
+    finish_reasons=finish_reasons,
 )

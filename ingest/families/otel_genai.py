@@ -27,6 +27,7 @@ LEGACY_COMPLETION = "gen_ai.completion"
 EVENT_CONTENT_PROMPT = "gen_ai.content.prompt"  # span events, v1.26–1.27
 EVENT_CONTENT_COMPLETION = "gen_ai.content.completion"
 EVENT_OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
+COMPACTED = "gen_ai.conversation.compacted"  # genai-repo: the history was compacted for this call
 
 MODEL_CALL_OPERATIONS = frozenset({"chat", "generate_content", "text_completion", "completion", "generate"})
 TOOL_OPERATIONS = frozenset({"execute_tool"})
@@ -124,6 +125,24 @@ def tools(attributes: dict, content: dict) -> Read:
     return None, []
 
 
+def finish_reasons(attributes: dict, content: dict) -> tuple[str, ...] | None:
+    """The ``finish_reason`` of each output message (openai-v2 streaming sends them only there)."""
+    value = parse_json(content.get(OUTPUT_MESSAGES))
+    if not isinstance(value, list):
+        return None
+    reasons = tuple(
+        entry["finish_reason"]
+        for entry in value
+        if isinstance(entry, dict) and isinstance(entry.get("finish_reason"), str) and entry["finish_reason"]
+    )
+    return reasons or None
+
+
+def context_edits(attributes: dict) -> list[dict]:
+    value = attributes.get(COMPACTED)
+    return [{"type": "compacted"}] if value is True or value == "true" else []
+
+
 FAMILY = Family(
     name="otel-genai",
     kind_of=kind_of,
@@ -142,4 +161,6 @@ FAMILY = Family(
         cache_write=("gen_ai.usage.cache_write.input_tokens", "gen_ai.usage.input_tokens.cache_write"),
         reasoning=("gen_ai.usage.reasoning.output_tokens", "gen_ai.usage.reasoning_tokens"),
     ),
+    finish_reasons=finish_reasons,
+    context_edits=context_edits,
 )

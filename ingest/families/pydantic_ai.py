@@ -2,7 +2,7 @@
 
 Tool definitions in ``model_request_parameters``; agent runs named "agent run" in instrumentation format
 v2 (before ``invoke_agent``); usage duplicated into ``gen_ai.usage.details.*`` (OpenAI's reasoning only
-there); zero figures left out, so an absent cache figure beside a reported input is 0.
+there); zero figures left out (``providers.INSTRUMENTATIONS``).
 """
 
 from ingest import semconv
@@ -11,7 +11,6 @@ from ingest.families.messages import parse_json
 
 REQUEST_PARAMETERS = "model_request_parameters"
 LEGACY_AGENT_SPAN = "agent run"
-SCOPES = ("pydantic-ai", "pydantic_ai")
 
 
 def kind_of(name: str, attributes: dict) -> str | None:
@@ -27,10 +26,6 @@ def tools(attributes: dict, content: dict) -> Read:
     return None, []
 
 
-def omits_zero_figures(scope_name: str) -> bool:
-    return scope_name.lower().startswith(SCOPES)
-
-
 FAMILY = Family(
     name="pydantic-ai",
     kind_of=kind_of,
@@ -41,5 +36,4 @@ FAMILY = Family(
         cache_write=("gen_ai.usage.details.cache_write_tokens",),
         reasoning=("gen_ai.usage.details.reasoning_tokens",),  # OpenAI's reasoning figure is only here
     ),
-    omits_zero_figures=omits_zero_figures,
 )

@@ -123,3 +123,57 @@ def test_every_manifest_field_survives_the_trip(live_server, client, key):
             "version": None,
         },
     ]
+
+
+def test_anthropics_cache_diagnosis_is_shown_beside_ours(live_server, client, key, alice):
+    """The SDK asks for the diagnosis (opt-in), records it; the call shows it beside ctxview's own cause."""
+    ctxview_sdk.configure(live_server.url, key=key, service_name="sdk-diagnosis")
+    system = [
+        {
+            "type": "text",
+            "text": "You answer billing questions. " * 400,
+            "cache_control": {"type": "ephemeral"},
+        }
+    ]
+    tools = [{"name": "get_invoice", "input_schema": {"type": "object"}}]
+    first = {"model": "claude-sonnet-4-5", "max_tokens": 64, "system": system, "tools": tools}
+    first["messages"] = [{"role": "user", "content": "Why was I charged twice?"}]
+    at = datetime(2026, 11, 20, 12, 0, tzinfo=UTC).timestamp()
+    answer = {
+        "id": "msg_1",
+        "model": "claude-sonnet-4-5",
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 12, "cache_creation_input_tokens": 3000, "output_tokens": 9},
+    }
+    ctxview_sdk.record_anthropic("run-diag", 1, first, answer, start_time=int(at * 1e9))
+    # The next call adds a tool in front: its prefix differs from the first tool on.
+    second = ctxview_sdk.ask_cache_diagnostics(
+        {**first, "tools": [{"name": "refund", "input_schema": {"type": "object"}}, *tools]}, answer
+    )
+    assert second["diagnostics"] == {"previous_message_id": "msg_1"}
+    diagnosed = {
+        "id": "msg_2",
+        "model": "claude-sonnet-4-5",
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 20, "cache_creation_input_tokens": 3010, "output_tokens": 9},
+        "diagnostics": {"cache_miss_reason": {"type": "tools_changed", "cache_missed_input_tokens": 2990}},
+    }
+    ctxview_sdk.record_anthropic("run-diag", 1, second, diagnosed, start_time=int((at + 5) * 1e9))
+    assert ctxview_sdk.flush(timeout=10)
+    ctxview_sdk.shutdown(timeout=5)
+
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
+    [run] = client.get("/api/v1/runs", **auth).json()["runs"]
+    calls = client.get(f"/api/v1/runs/{run['id']}/calls", **auth).json()["calls"]
+    detail = client.get(f"/api/v1/calls/{calls[1]['id']}", **auth).json()
+    assert detail["usage_reported"]["anthropic.diagnostics.cache_miss_reason.type"] == "tools_changed"
+    assert (
+        detail["usage_reported"]["anthropic.diagnostics.cache_miss_reason.cache_missed_input_tokens"] == 2990
+    )
+    assert detail["cache"]["provider_diagnosis"] == "tools_changed"
+    assert detail["cache"]["cause"] == "tools_changed"  # ours agrees
+    assert detail["cache"]["disagrees"] is False
+
+    client.force_login(alice)
+    page = client.get(f"/calls/{calls[1]['id']}/").content.decode()
+    assert "<code>tools_changed</code>, about 2,990 tokens it could have read from cache" in page

@@ -362,3 +362,143 @@ def test_tool_and_agent_operations():
         span({"gen_ai.agent.name": "support"}, name="invoke_agent support"), "agent"
     )
     assert (agent["name"], agent["arguments_bytes"]) == ("support", None)
+
+
+def finish_of(attributes, scope=("s", "1")):
+    row = span(attributes)
+    row["scope_name"], row["scope_version"] = scope
+    return normalise.call_record(row, {}).finish_reasons
+
+
+TOOL_CALL_OUTPUT = json.dumps(
+    [{"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "f", "arguments": {}}]}]
+)
+
+
+@pytest.mark.parametrize(
+    "attributes, scope, expected",
+    [
+        # The provider's words in OTel's vocabulary; a word OTel has no value for is kept.
+        ({"gen_ai.operation.name": "chat", "llm.finish_reason": "max_tokens"}, ("s", "1"), ("length",)),
+        ({"gen_ai.operation.name": "chat", "llm.finish_reason": "pause_turn"}, ("s", "1"), ("pause_turn",)),
+        # OpenAI's "stop" with tool calls (a forced tool_choice) is what it says.
+        (
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": "openai",
+                "gen_ai.response.finish_reasons": ["stop"],
+                "gen_ai.output.messages": TOOL_CALL_OUTPUT,
+            },
+            ("s", "1"),
+            ("stop",),
+        ),
+        # Gemini says STOP for a function call, whichever instrumentation passes it on.
+        (
+            {
+                "gen_ai.operation.name": "generate_content",
+                "gen_ai.system": "vertex_ai",
+                "gen_ai.response.finish_reasons": ["STOP"],
+                "gen_ai.output.messages": TOOL_CALL_OUTPUT,
+            },
+            ("s", "1"),
+            ("tool_call",),
+        ),
+        # ...but a truncated answer stays truncated.
+        (
+            {
+                "gen_ai.operation.name": "generate_content",
+                "gen_ai.provider.name": "gemini",
+                "gen_ai.response.finish_reasons": ["MAX_TOKENS"],
+                "gen_ai.output.messages": TOOL_CALL_OUTPUT,
+            },
+            ("s", "1"),
+            ("length",),
+        ),
+        # Legacy OpenLLMetry keeps them on each completion.
+        (
+            {"llm.request.type": "chat", "gen_ai.completion.0.finish_reason": "end_turn"},
+            ("opentelemetry.instrumentation.anthropic", "0.40.0"),
+            ("stop",),
+        ),
+        # An OpenInference Responses span: from the response object, cut short here.
+        (
+            {
+                "openinference.span.kind": "LLM",
+                "output.value": json.dumps(
+                    {
+                        "object": "response",
+                        "status": "incomplete",
+                        "incomplete_details": {"reason": "max_output_tokens"},
+                    }
+                ),
+            },
+            ("openinference.instrumentation.openai", "0.1.66"),
+            ("length",),
+        ),
+        # A response object that is no object, or untrusted junk: no finish reason rather than a guess.
+        ({"openinference.span.kind": "LLM", "output.value": "[1, 2"}, ("s", "1"), ()),
+        (
+            {"openinference.span.kind": "LLM", "output.value": '{"object": "response", "status": 3}'},
+            ("s", "1"),
+            (),
+        ),
+        (
+            {"openinference.span.kind": "LLM", "output.value": '{"object": "response", "status": []}'},
+            ("s", "1"),
+            (),
+        ),
+        (
+            {
+                "openinference.span.kind": "LLM",
+                "output.value": json.dumps(
+                    {"object": "response", "status": "incomplete", "incomplete_details": {"reason": []}}
+                ),
+            },
+            ("s", "1"),
+            ("incomplete",),
+        ),
+    ],
+)
+def test_finish_reasons_wherever_the_family_puts_them(attributes, scope, expected):
+    assert finish_of(attributes, scope) == expected
+
+
+@pytest.mark.parametrize(
+    "attributes, notes",
+    [
+        ({"gen_ai.conversation.compacted": True}, ["context edited before the model saw it: compacted"]),
+        ({"gen_ai.conversation.compacted": False}, []),
+        (
+            {
+                "openinference.span.kind": "LLM",
+                "metadata": json.dumps(
+                    {
+                        "context_management_applied_edits": [
+                            {"type": "clear_thinking_20251015", "cleared_thinking_turns": 3}
+                        ]
+                    }
+                ),
+            },
+            ["context edited before the model saw it: clear_thinking_20251015 (3 thinking turns)"],
+        ),
+        # Junk from the trace: no type, counts that are no counts, not a list.
+        (
+            {
+                "openinference.span.kind": "LLM",
+                "metadata": json.dumps(
+                    {
+                        "context_management_applied_edits": [
+                            {"cleared_tool_uses": 2},
+                            {"type": "x", "cleared_a": "2"},
+                        ]
+                    }
+                ),
+            },
+            ["context edited before the model saw it: x"],
+        ),
+        ({"openinference.span.kind": "LLM", "metadata": '{"context_management_applied_edits": 3}'}, []),
+    ],
+)
+def test_context_edits_are_noted_on_the_call(attributes, notes):
+    record = normalise.call_record(span({"gen_ai.operation.name": "chat", **attributes}), {})
+    assert [note for note in record.notes if note.startswith("context edited")] == notes

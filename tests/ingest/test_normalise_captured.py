@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from ctxcore.analysis import limits
 from ingest import normalise, otlp
 from tests.instrumented.expected import expected_usage
-from tests.instrumented.expected_agents import EXPECTED, usage_right_today
+from tests.instrumented.expected_agents import EXPECTED, expected_finish_reasons, usage_right_today
 
 FIXTURES = sorted((Path(__file__).parent.parent / "data" / "otlp").glob("*.json"))
 
@@ -63,3 +64,35 @@ def test_the_duplicate_span_of_the_anthropic_sdk_is_a_model_call_too(path):
         for other in call["other_spans"]:
             resource, row = spans[other["span_id"]]
             assert normalise.classify(row["name"], row["attributes"]) == normalise.MODEL_CALL
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda path: path.stem)
+def test_finish_reasons_in_the_otel_vocabulary_whatever_the_instrumentation_sent(path):
+    """``tool_call`` where the model asked for tools, else ``stop``: from the span's attribute in the
+    provider's words (tool_use, end_turn), from the output messages only (openai-v2 streaming), from
+    the response object (OpenInference's Responses spans), or "stop" for tool calls (Gemini,
+    openai-agents)."""
+    description, spans, events = load(path)
+    for call in description["calls"]:
+        resource, row = spans[call["span"]["span_id"]]
+        record = normalise.call_record(row, resource, events.get(row["span_id"], []))
+        assert record.finish_reasons == expected_finish_reasons(call), call["index"]
+
+
+def test_anthropics_diagnosis_and_context_edits_from_the_real_openinference_recording():
+    """The beta API's cache_miss_reason and applied context edits, as OpenInference keeps them in metadata."""
+    description, spans, events = load(FIXTURES[0].parent / "openinference-anthropic-diagnostics.json")
+    records = []
+    for call in description["calls"]:
+        resource, row = spans[call["span"]["span_id"]]
+        records.append(normalise.call_record(row, resource, events.get(row["span_id"], [])))
+    first, second, third = records
+    for record in (first, second):  # no diagnosis asked (call 1) or no miss (call 2); nothing edited
+        assert not [key for key in record.usage.raw if key.startswith("anthropic.diagnostics.")]
+        assert not [note for note in record.notes if note.startswith("context edited")]
+    assert third.usage.raw["anthropic.diagnostics.cache_miss_reason.type"] == "messages_changed"
+    assert third.usage.raw["anthropic.diagnostics.cache_miss_reason.cache_missed_input_tokens"] == 355
+    assert limits.provider_diagnosis(third.usage.raw) == "messages_changed"
+    assert third.notes == (
+        "context edited before the model saw it: clear_tool_uses_20250919 (60 input tokens, 2 tool uses)",
+    )

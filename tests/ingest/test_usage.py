@@ -207,3 +207,118 @@ def test_logfire_keeps_cache_figures_only_in_the_raw_usage():
 )
 def test_provider_spellings(spelling, expected):
     assert provider_name(spelling) == expected
+
+
+def test_openinference_anthropic_leaves_zero_cache_figures_out():
+    usage = normalise_usage(
+        {
+            "llm.token_count.prompt": 2136,
+            "llm.token_count.prompt_details.cache_write": 1824,
+            "llm.token_count.completion": 71,
+        },
+        "anthropic",
+        "openinference.instrumentation.anthropic",
+        "3.1.0",
+    )
+    assert (usage.uncached, usage.cache_write, usage.cache_read, usage.reasoning) == (312, 1824, 0, None)
+    assert usage.notes == (
+        "cache_read taken as 0: openinference.instrumentation.anthropic leaves zero figures out",
+    )
+
+
+def test_an_openinference_anthropic_whose_stream_sent_no_cache_figures_leaves_them_unknown():
+    usage = normalise_usage(
+        {"llm.token_count.prompt": 2136, "llm.token_count.completion": 71},
+        "anthropic",
+        "openinference.instrumentation.anthropic",
+        "1.0.2",
+    )
+    assert (usage.uncached, usage.cache_write, usage.cache_read) == (None, None, None)
+
+
+@pytest.mark.parametrize("spelling", ["gemini", "gcp.gemini", "vertex_ai", "google"])
+def test_gemini_zero_figures_and_cache_writes(spelling):
+    """google-genai's instrumentation passes on what the API sends, which leaves zero figures out."""
+    usage = normalise_usage(
+        {"gen_ai.usage.input_tokens": 1549, "gen_ai.usage.output_tokens": 97},
+        provider_name(spelling),
+        "opentelemetry.util.genai.handler",
+        "1.1b0",
+    )
+    assert usage.to_dict() == {
+        "uncached": 1549,
+        "cache_write": 0,
+        "cache_read": 0,
+        "output": 97,
+        "reasoning": 0,
+        "prompt_total": 1549,
+    }
+
+
+def test_the_same_scope_for_openai_leaves_figures_it_never_sends_unknown():
+    usage = normalise_usage(
+        {"gen_ai.usage.input_tokens": 1412, "gen_ai.usage.output_tokens": 64},
+        "openai",
+        "opentelemetry.util.genai.handler",
+        "1.1b0",
+    )
+    assert (usage.uncached, usage.cache_write, usage.cache_read, usage.reasoning) == (None, None, None, None)
+
+
+def test_openllmetry_openai_drops_the_cache_write_so_it_stays_unknown():
+    usage = normalise_usage(
+        {
+            "gen_ai.usage.input_tokens": 1412,
+            "gen_ai.usage.cache_read.input_tokens": 256,
+            "gen_ai.usage.output_tokens": 64,
+        },
+        "openai",
+        "opentelemetry.instrumentation.openai.v1",
+        "0.62.4",
+    )
+    assert (usage.uncached, usage.cache_write, usage.cache_read, usage.prompt_total) == (
+        None,
+        None,
+        256,
+        1412,
+    )
+    assert usage.notes == ()
+
+
+def test_anthropics_cache_diagnosis_from_openinference_metadata_is_kept_with_the_usage():
+    from ctxcore.analysis import limits
+
+    metadata = {"cache_miss_reason": {"type": "system_changed", "cache_missed_input_tokens": 1824}}
+    usage = normalise_usage(
+        {"llm.token_count.prompt": 2136, "metadata": json.dumps(metadata)},
+        "anthropic",
+        "openinference.instrumentation.anthropic",
+        "3.1.0",
+    )
+    assert usage.raw["anthropic.diagnostics.cache_miss_reason.type"] == "system_changed"
+    assert usage.raw["anthropic.diagnostics.cache_miss_reason.cache_missed_input_tokens"] == 1824
+    assert limits.provider_diagnosis(usage.raw) == "system_changed"
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        "not json",
+        json.dumps(["cache_miss_reason"]),
+        json.dumps({"cache_miss_reason": None}),  # still pending at the provider
+        json.dumps({"cache_miss_reason": {"type": 7}}),
+        json.dumps({"user": "metadata of the app's own"}),
+    ],
+)
+def test_metadata_without_a_diagnosis_adds_nothing(metadata):
+    usage = normalise_usage({"llm.token_count.prompt": 10, "metadata": metadata})
+    assert not [key for key in usage.raw if key.startswith("anthropic.diagnostics.")]
+
+
+def test_a_diagnosis_with_junk_tokens_keeps_only_its_reason():
+    metadata = {"cache_miss_reason": {"type": "tools_changed", "cache_missed_input_tokens": -3}}
+    usage = normalise_usage({"llm.token_count.prompt": 10, "metadata": json.dumps(metadata)})
+    assert usage.raw == {
+        "llm.token_count.prompt": 10,
+        "anthropic.diagnostics.cache_miss_reason.type": "tools_changed",
+    }

@@ -315,8 +315,10 @@ def anthropic_reply(
     usage: dict[str, Any],
     text: str | None = None,
     tool_uses: list[tuple[str, str, dict]] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Reply:
-    """A ``message``: optional text, then tool_use blocks given as (id, name, input)."""
+    """A ``message``: optional text, then tool_use blocks given as (id, name, input); ``extra`` adds
+    fields (``diagnostics``, ``context_management``)."""
     content: list[dict[str, Any]] = []
     if text:
         content.append({"type": "text", "text": text})
@@ -331,7 +333,7 @@ def anthropic_reply(
         "stop_reason": "tool_use" if tool_uses else "end_turn",
         "stop_sequence": None,
         "usage": usage,
-    }
+    } | (extra or {})
     return Reply(ANTHROPIC_MESSAGES, body)
 
 

@@ -278,6 +278,7 @@ def scripted_replies(scenario: Scenario) -> list[fp.Reply]:
                     usage=call.usage,
                     text=call.text,
                     tool_uses=list(call.tool_calls),
+                    extra=call.response_extra,
                 )
             )
     return replies
@@ -357,6 +358,8 @@ def drive_anthropic_sdk(scenario: Scenario, fake: fp.FakeProvider, tracer) -> No
         for tool in TOOLS
     ]
     messages: list[dict[str, Any]] = []
+    beta = scenario.driver == "anthropic_beta"
+    previous_id = None
     for number, text, calls in _turns(scenario):
         with tracer.start_as_current_span("agent turn", attributes={"app.turn.index": number}):
             messages.append({"role": "user", "content": text})
@@ -368,13 +371,22 @@ def drive_anthropic_sdk(scenario: Scenario, fake: fp.FakeProvider, tracer) -> No
                     tools=tools,
                     messages=list(messages),
                 )
-                if call.stream:
+                if beta:
+                    # Context editing clears old tool results server-side; the diagnosis compares
+                    # this request with the previous one.
+                    request["betas"] = ["context-management-2025-06-27"]
+                    request["context_management"] = {"edits": [{"type": "clear_tool_uses_20250919"}]}
+                    if previous_id:
+                        request["diagnostics"] = {"previous_message_id": previous_id}
+                    message = client.beta.messages.create(**request)
+                elif call.stream:
                     with client.messages.stream(**request) as stream:
                         for _ in stream.text_stream:
                             pass
                         message = stream.get_final_message()
                 else:
                     message = client.messages.create(**request)
+                previous_id = message.id
                 content = []
                 for block in message.content:
                     if block.type == "text":
@@ -590,6 +602,7 @@ def drive_pydantic_ai_delegation(scenario: Scenario, fake: fp.FakeProvider, trac
 DRIVERS = {
     "openai_sdk": drive_openai_sdk,
     "anthropic_sdk": drive_anthropic_sdk,
+    "anthropic_beta": drive_anthropic_sdk,  # the beta API, context editing and cache diagnostics
     "pydantic_ai": drive_pydantic_ai,
     "openai_responses": drive_openai_responses,
     "google_genai": drive_google_genai,

@@ -111,6 +111,8 @@ class CallScript:
     text: str | None = None
     stream: bool = False
     agent: str | None = None  # the agent that makes the call, in the multi-agent scenarios
+    # Fields the fake adds to its reply (Anthropic's diagnostics, context_management).
+    response_extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def finish_reason(self) -> str:
@@ -189,6 +191,29 @@ ANTHROPIC_ZERO_CACHE_CALLS = (
     replace(ANTHROPIC_CALLS[0], usage=anthropic_usage(312, 71, cache_creation_input_tokens=1824)),
     replace(ANTHROPIC_CALLS[1], usage=anthropic_usage(398, 58, cache_read_input_tokens=1824)),
     replace(ANTHROPIC_CALLS[2], usage=anthropic_usage(461, 133, cache_read_input_tokens=1824)),
+)
+
+# Anthropic's beta API with context editing and cache diagnostics (both asked for by the driver): call 2
+# reads its prefix (no miss); before call 3 the API clears the two tool results (context editing), so
+# call 3 reads only what call 1 wrote, says why (messages_changed) and how much it could have read.
+ANTHROPIC_DIAGNOSIS_CALLS = (
+    ANTHROPIC_CALLS[0],
+    replace(ANTHROPIC_CALLS[1], response_extra={"diagnostics": {"cache_miss_reason": None}}),
+    replace(
+        ANTHROPIC_CALLS[2],
+        usage=anthropic_usage(27, 133, cache_creation_input_tokens=556, cache_read_input_tokens=1824),
+        stream=False,
+        response_extra={
+            "diagnostics": {
+                "cache_miss_reason": {"type": "messages_changed", "cache_missed_input_tokens": 355}
+            },
+            "context_management": {
+                "applied_edits": [
+                    {"type": "clear_tool_uses_20250919", "cleared_tool_uses": 2, "cleared_input_tokens": 60}
+                ]
+            },
+        },
+    ),
 )
 
 # The Responses API (input_tokens includes cached_tokens; output includes reasoning).
@@ -598,6 +623,17 @@ _SCENARIO_LIST = [
         _NO_SDK_TRACING,
         summary="Arize OpenInference, Anthropic SDK: call 1 only writes the cache, calls 2 and 3 only read",
         script=ANTHROPIC_ZERO_CACHE_CALLS,
+    ),
+    Scenario(
+        "openinference-anthropic-diagnostics",
+        "anthropic",
+        "anthropic_beta",
+        "openinference-anthropic",
+        _OI_ANTHROPIC_SCOPE,
+        _OI_ANTHROPIC,
+        _NO_SDK_TRACING,
+        summary="Arize OpenInference, Anthropic beta API: context editing and cache diagnostics asked for",
+        script=ANTHROPIC_DIAGNOSIS_CALLS,
     ),
     Scenario(
         "google-genai",

@@ -96,3 +96,27 @@ def test_issue_14_scenarios_through_the_read_api(live_server, client, project, k
                 assert [by_index[index]["turn"] for index in turn] == [number] * len(turn)
             if "run_agent" not in differs:
                 assert run["agent"] == session.agent
+
+
+def test_anthropics_cache_diagnosis_and_context_edits_through_the_read_api(live_server, client, project, key):
+    """openinference-anthropic-diagnostics: the real instrumentation keeps Anthropic's cache_miss_reason
+    and applied context edits in its metadata; the call shows the provider's reason beside ctxview's
+    cause, and the edit as a note."""
+    name = "openinference-anthropic-diagnostics"
+    require_packages(name)
+    result = run_scenario(name, live_server.url, key)
+    assert result["problems"] == []
+    calls = {}
+    for run in api(client, key, "/api/v1/runs")["runs"]:
+        for call in api(client, key, f"/api/v1/runs/{run['id']}/calls")["calls"]:
+            calls[call["span_id"]] = call
+    first, second, third = (
+        api(client, key, f"/api/v1/calls/{calls[call['span']['span_id']]['id']}") for call in result["calls"]
+    )
+    assert first["cache"]["provider_diagnosis"] is None and second["cache"]["provider_diagnosis"] is None
+    assert third["cache"]["provider_diagnosis"] == "messages_changed"
+    assert third["usage_reported"]["anthropic.diagnostics.cache_miss_reason.cache_missed_input_tokens"] == 355
+    assert (
+        "context edited before the model saw it: clear_tool_uses_20250919 (60 input tokens, 2 tool uses)"
+        in (third["notes"])
+    )

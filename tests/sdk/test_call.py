@@ -400,3 +400,42 @@ def test_a_call_without_tool_calls_sends_no_output_messages(finished):
         call.add_item("a", "message", "conversation", content="hi")
     [span] = finished()
     assert "gen_ai.output.messages" not in span.attributes
+
+
+def test_asking_anthropic_for_its_cache_diagnosis_is_opt_in():
+    request = {"model": "claude-haiku-4-5", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+    assert ctxview_sdk.ask_cache_diagnostics(request, None) == request
+    asked = ctxview_sdk.ask_cache_diagnostics(request, {"id": "msg_1", "type": "message"})
+    assert asked == {**request, "diagnostics": {"previous_message_id": "msg_1"}}
+    assert "diagnostics" not in request  # the caller's request is left alone
+    assert ctxview_sdk.ask_cache_diagnostics(request, "msg_2")["diagnostics"] == {
+        "previous_message_id": "msg_2"
+    }
+    with pytest.raises(ValueError, match="previous must be"):
+        ctxview_sdk.ask_cache_diagnostics(request, {"type": "message"})
+
+
+def test_record_anthropic_sends_the_providers_cache_diagnosis(finished):
+    request = {"model": "claude-haiku-4-5", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+    reasons = [
+        {"type": "tools_changed", "cache_missed_input_tokens": 1824},
+        {"type": "previous_message_not_found"},
+        None,  # still pending: nothing to send
+    ]
+    for reason in reasons:
+        response = {
+            "id": "msg_2",
+            "model": "claude-haiku-4-5",
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 20, "output_tokens": 3},
+            "diagnostics": {"cache_miss_reason": reason},
+        }
+        ctxview_sdk.record_anthropic(
+            "run-1", 2, ctxview_sdk.ask_cache_diagnostics(request, "msg_1"), response
+        )
+    first, second, third = finished()
+    assert first.attributes["anthropic.diagnostics.cache_miss_reason.type"] == "tools_changed"
+    assert first.attributes["anthropic.diagnostics.cache_miss_reason.cache_missed_input_tokens"] == 1824
+    assert second.attributes["anthropic.diagnostics.cache_miss_reason.type"] == "previous_message_not_found"
+    assert "anthropic.diagnostics.cache_miss_reason.cache_missed_input_tokens" not in second.attributes
+    assert not [key for key in third.attributes if key.startswith("anthropic.diagnostics.")]
