@@ -6,6 +6,7 @@ written and numbered, so two workers never interleave on one run; runs are locke
 they never deadlock.
 """
 
+import hashlib
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
@@ -60,6 +61,7 @@ def interpret_spans(
         for (_, row), kind in zip(rows, kinds, strict=True)
         if kind == normalise.MODEL_CALL
     ]
+    lock_traces(project_id, {trace_id for trace_id, _ in call_keys})
     events = _content_events(project_id, call_keys)
     records: list[CallRecord] = []
     operations: list[dict] = []
@@ -77,6 +79,25 @@ def interpret_spans(
             rows[index] = (resource, normalise.without_any_content(row))
         _forget_event_content(project_id, call_keys)
     return records, operations
+
+
+def lock_traces(project_id: int, trace_ids: Iterable[str]) -> None:
+    """Take, until the transaction ends, a lock per trace on joining calls and their content log records.
+
+    A span batch looks for its calls' log records and a log batch for its records' calls: run at the same
+    time, each misses the other's uncommitted rows and the content is never joined. With the lock the
+    second waits for the first to commit, and then sees its rows. Locks are taken in one sorted sweep, so
+    two batches never deadlock on them (both take them before any run's row lock)."""
+    if connection.vendor != "postgresql" or not trace_ids:
+        return
+    keys = sorted({_lock_key(project_id, trace_id) for trace_id in trace_ids})
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(pg_advisory_xact_lock(key)) FROM unnest(%s::bigint[]) AS key", [keys])
+
+
+def _lock_key(project_id: int, trace_id: str) -> int:
+    digest = hashlib.blake2b(f"content-join:{project_id}:{trace_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def _forget_event_content(project_id: int, keys: list[tuple[str, str]]) -> None:
@@ -603,6 +624,7 @@ def join_log_events(project_id: int, rows: list[dict], keep_content: bool = True
     }
     if not keys:
         return set()
+    lock_traces(project_id, {trace_id for trace_id, _ in keys})
     candidates = Call.objects.filter(
         project_id=project_id,
         trace_id__in={trace for trace, _ in keys},
