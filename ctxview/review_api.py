@@ -69,8 +69,13 @@ def _body(request: HttpRequest, limit: int = 1_000_000) -> dict:
         raise Refused("Content-Length is not a number", 400) from None
     if declared > limit:
         raise Refused(f"the body is larger than {limit} bytes", 413)
+    # Not request.body: it refuses anything over DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB) with an HTML 400,
+    # and imports may be up to MAX_IMPORT_BYTES.
+    raw = request.read(limit + 1)
+    if len(raw) > limit:
+        raise Refused(f"the body is larger than {limit} bytes", 413)
     try:
-        value = json.loads(request.body or b"{}")
+        value = json.loads(raw or b"{}")
     except ValueError as exc:
         raise Refused(f"the body is not valid JSON: {exc}", 400) from None
     if not isinstance(value, dict):
