@@ -47,6 +47,10 @@ def api_view(view):
             projects = api_projects(request)
         except NotAuthenticated as exc:
             return error(str(exc), 401)
+        # PostgreSQL cannot compare text with a NUL in it (a 500): no filter value holds one.
+        for name, value in request.GET.items():
+            if "\x00" in value:
+                return error(f"{name} must not contain a NUL character", 400)
         try:
             return view(request, projects, *args, **kwargs)
         except BadParameter as exc:

@@ -162,6 +162,9 @@ def test_runs_filter_by_service_and_time(client, key, runs):
         ("limit=x", "limit must be a whole number"),
         ("since=yesterday", "since must be an ISO 8601 date and time"),
         ("cursor=zzz", "cursor is not one"),
+        # Found by the fuzz suite: PostgreSQL refused the NUL and the API answered 500.
+        ("service=a%00b", "service must not contain a NUL character"),
+        ("project=%00", "project must not contain a NUL character"),
     ],
 )
 def test_runs_reject_bad_parameters(client, key, runs, query, message):
