@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PURE = [ROOT / "ingest" / "otlp.py", *sorted((ROOT / "ctxview" / "analysis").glob("**/*.py"))]
+PURE = [ROOT / "ingest" / "otlp.py", ROOT / "ingest" / "budget.py", *sorted((ROOT / "ctxview" / "analysis").glob("**/*.py"))]
 PURE += [path for path in [ROOT / "ingest" / "normalise.py"] if path.exists()]
 
 
