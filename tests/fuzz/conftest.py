@@ -66,15 +66,31 @@ def rss_mib() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def pytest_terminal_summary(terminalreporter):
-    if not CASES:
-        return
+def _summary() -> list[str]:
     lines = [f"{count:>7}  {name}" for name, count in sorted(CASES.items())]
     lines.append(
         f"{sum(CASES.values()):>7}  in all (CTXVIEW_FUZZ_PROFILE={PROFILE}, CTXVIEW_FUZZ_SCALE={SCALE:g})"
     )
+    return lines
+
+
+def _write_summary(lines: list[str]) -> None:
+    services.ARTIFACTS.mkdir(exist_ok=True)
+    (services.ARTIFACTS / "fuzz.txt").write_text("fuzz cases run\n" + "\n".join(lines) + "\n")
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    # A deep run takes long: what ran so far is on disk, and its CPU time, should it be stopped.
+    if CASES:
+        cpu = sum(os.times()[:2])
+        _write_summary([*_summary(), f"after {nodeid}: {cpu:.0f} s CPU (this process)"])
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not CASES:
+        return
+    lines = _summary()
     terminalreporter.write_sep("-", "fuzz cases run")
     for line in lines:
         terminalreporter.write_line(line)
-    services.ARTIFACTS.mkdir(exist_ok=True)
-    (services.ARTIFACTS / "fuzz.txt").write_text("fuzz cases run\n" + "\n".join(lines) + "\n")
+    _write_summary(lines)
