@@ -108,7 +108,7 @@ def test_any_json_document_made_of_otlp_field_names_is_answered(signal, document
     round_trip(signal, json.dumps(document).encode(), fmt=otlp.JSON)
 
 
-@budget(200, deadline_ms=5_000, deep=48_000)
+@budget(200, deadline_ms=5_000, deep=55_000)
 @given(signal=SIGNALS, body=st.binary(max_size=2000), fmt=st.sampled_from([otlp.PROTOBUF, otlp.JSON]))
 def test_random_bytes_are_answered(signal, body, fmt):
     CASES["otlp: random bytes"] += 1
@@ -117,7 +117,7 @@ def test_random_bytes_are_answered(signal, body, fmt):
         round_trip(signal, body, encoding, fmt)
 
 
-@budget(60, deep=3_000)
+@budget(60, deep=1_600)
 @given(signal=SIGNALS, depth=st.integers(1, 400), fmt=st.sampled_from([otlp.PROTOBUF, otlp.JSON]))
 def test_deeply_nested_any_values_are_refused_or_flattened(signal, depth, fmt):
     CASES["otlp: nested AnyValues up to 400 deep"] += 1
