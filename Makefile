@@ -5,7 +5,7 @@ PORT ?= 8000
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint install
+.PHONY: demo test fuzz bench lint install
 
 $(VENV)/installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ demo: $(VENV)/installed
 
 test: $(VENV)/installed
 	$(BIN)/python -m pytest
+
+# The fuzz suites at their deep budgets: over 100,000 cases (see tests/fuzz/conftest.py).
+fuzz: $(VENV)/installed
+	CTXVIEW_FUZZ_PROFILE=deep $(BIN)/python -m pytest tests/fuzz -q
 
 bench: $(VENV)/installed
 	$(BIN)/python bench/suite.py $(BENCH_ARGS)

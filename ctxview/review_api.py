@@ -71,8 +71,13 @@ def _body(request: HttpRequest, limit: int = 1_000_000) -> dict:
         raise Refused("Content-Length is not a number", 400) from None
     if declared > limit:
         raise Refused(f"the body is larger than {limit} bytes", 413)
+    # Not request.body: it refuses anything over DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB) with an HTML 400,
+    # and imports may be up to MAX_IMPORT_BYTES.
+    raw = request.read(limit + 1)
+    if len(raw) > limit:
+        raise Refused(f"the body is larger than {limit} bytes", 413)
     try:
-        value = json.loads(request.body or b"{}", parse_constant=_no_constant, parse_float=_finite)
+        value = json.loads(raw or b"{}", parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
         raise Refused(f"the body is nested deeper than {MAX_JSON_DEPTH} levels", 400) from None
     except ValueError as exc:

@@ -169,6 +169,11 @@ CTXVIEW_INGEST_MAX_BODY_BYTES = env_int("CTXVIEW_INGEST_MAX_BODY_BYTES", 16 * 10
 CTXVIEW_INGEST_MAX_DECOMPRESSED_BYTES = env_int(
     "CTXVIEW_INGEST_MAX_DECOMPRESSED_BYTES", 64 * 1024 * 1024, minimum=1024
 )
+# Bytes of bodies (as read and decompressed) one web process holds at once; beyond it, 503 + Retry-After.
+# One request alone may pass it (its own limits bound it), so a low value refuses nothing forever.
+CTXVIEW_INGEST_MAX_INFLIGHT_BYTES = env_int(
+    "CTXVIEW_INGEST_MAX_INFLIGHT_BYTES", 2 * CTXVIEW_INGEST_MAX_DECOMPRESSED_BYTES, minimum=1024
+)
 # Backpressure: above this many batches waiting to be processed the receiver answers 503.
 # 0 switches the check off.
 CTXVIEW_INGEST_MAX_PENDING_BATCHES = env_int("CTXVIEW_INGEST_MAX_PENDING_BATCHES", 20_000)

@@ -14,13 +14,15 @@ from functools import partial
 from django.conf import settings
 from django.db import DatabaseError, transaction
 
-from ingest import otlp, ratelimit
+from ingest import budget, otlp, ratelimit, redact
 from ingest.keys import key_id, project_for_key
 from ingest.models import Project, RawBatch
-from ingest.redact import Budget, mask_request
 from ingest.tasks import enqueue_batch
 
 logger = logging.getLogger(__name__)
+
+# Bytes of request bodies (as read, and decompressed) this process holds at once, over both receivers.
+INFLIGHT = budget.Budget(lambda: settings.CTXVIEW_INGEST_MAX_INFLIGHT_BYTES)
 
 
 class Unauthenticated(otlp.OtlpError):
@@ -91,9 +93,9 @@ def _mask_secrets(project, decoded: otlp.Decoded, data: bytes, fmt: str) -> int:
     # Protobuf embeds strings as UTF-8: when the raw bytes hold no match, no string does.
     if fmt == otlp.PROTOBUF and not redactor.might_match(data):
         return 0
-    budget = Budget.for_size(len(data))
-    changed = mask_request(decoded.message, redactor, budget)
-    if budget.exceeded:
+    time_budget = redact.Budget.for_size(len(data))
+    changed = redact.mask_request(decoded.message, redactor, time_budget)
+    if time_budget.exceeded:
         logger.warning("redaction for %s ran out of time: the rest of a batch was masked whole", project.slug)
     return changed
 

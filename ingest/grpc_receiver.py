@@ -19,7 +19,7 @@ from grpc_status import rpc_status
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from ingest import accept, otlp
+from ingest import accept, budget, otlp
 from ingest.keys import key_from_metadata
 
 logger = logging.getLogger(__name__)
@@ -85,8 +85,13 @@ def _receive(signal: str, data: bytes, context: grpc.ServicerContext) -> bytes:
         _abort(context, accept.Unauthenticated(MISSING_KEY))
     try:
         project = accept.authorise(key)
-        # grpcio has already undone the message's compression, within max_receive_message_length.
-        return accept.accept(project, signal, data, otlp.PROTOBUF, wire_bytes=len(data))
+        # grpcio has already undone the message's compression, within max_receive_message_length; the
+        # message still counts against this process's bytes in flight, shared with OTLP/HTTP.
+        with accept.INFLIGHT.hold(len(data)):
+            return accept.accept(project, signal, data, otlp.PROTOBUF, wire_bytes=len(data))
+    except budget.OverBudget:
+        _abort(context, accept.Unavailable("ctxview has too many large requests in hand; retry later"))
+        raise  # not reached: abort_with_status raises
     except otlp.OtlpError as exc:
         _abort(context, exc)
         raise  # not reached: abort_with_status raises

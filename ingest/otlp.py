@@ -10,7 +10,7 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,7 @@ _GRPC_CODE = {
     400: code_pb2.INVALID_ARGUMENT,
     401: code_pb2.UNAUTHENTICATED,
     405: code_pb2.UNIMPLEMENTED,
+    411: code_pb2.INVALID_ARGUMENT,
     413: code_pb2.RESOURCE_EXHAUSTED,
     415: code_pb2.INVALID_ARGUMENT,
     503: code_pb2.UNAVAILABLE,
@@ -57,6 +58,10 @@ class OtlpError(Exception):
 
 class BadRequest(OtlpError):
     status = 400
+
+
+class LengthRequired(OtlpError):
+    status = 411
 
 
 class TooLarge(OtlpError):
@@ -93,8 +98,18 @@ def body_format(content_type: str) -> str:
     )
 
 
-def decompress(body: bytes, encoding: str, limit: int) -> bytes:
-    """Undo Content-Encoding, never producing more than ``limit`` bytes (a gzip bomb stays small)."""
+# Input is fed to zlib in slices: at the end of a gzip member zlib copies the rest of what it was given
+# into ``unused_data``, so feeding the whole remaining body made many small members quadratic
+# (15 MB of empty members took minutes). A slice bounds that copy; output comes in steps so that
+# ``grow`` can refuse before much more is allocated.
+_INPUT_SLICE = 1024
+_OUTPUT_STEP = 1024 * 1024
+
+
+def decompress(body: bytes, encoding: str, limit: int, grow: Callable[[int], None] | None = None) -> bytes:
+    """Undo Content-Encoding, never producing more than ``limit`` bytes (a gzip bomb stays small).
+
+    ``grow(n)`` is called before ``n`` more decompressed bytes are kept (it may raise to stop)."""
     encoding = encoding.strip().lower()
     if encoding in ("", "identity"):
         if len(body) > limit:
@@ -109,20 +124,33 @@ def decompress(body: bytes, encoding: str, limit: int) -> bytes:
         raise UnsupportedMediaType(
             f"Content-Encoding {encoding!r} is not supported: use gzip, deflate or none"
         )
+    view = memoryview(body)
+    position = 0  # of the next slice of ``view``
+    pending: bytes | memoryview = b""  # input given to zlib but not consumed yet
     out = bytearray()
-    data = body
+    inflater = zlib.decompressobj(wbits)
     try:
-        while data:
-            inflater = zlib.decompressobj(wbits)
-            while data:
-                out += inflater.decompress(data, limit - len(out) + 1)
-                if len(out) > limit:
+        while True:
+            piece = inflater.decompress(pending, min(_OUTPUT_STEP, limit - len(out) + 1))
+            pending = inflater.unconsumed_tail
+            if piece:
+                if len(out) + len(piece) > limit:
                     raise TooLarge(f"body is larger than {limit} bytes once decompressed")
-                data = inflater.unconsumed_tail
-            if not inflater.eof:
-                raise BadRequest(f"{encoding} body is truncated")
-            # gzip allows several members one after another; anything else after the end is junk.
-            data = inflater.unused_data if encoding == "gzip" else b""
+                if grow is not None:
+                    grow(len(piece))
+                out += piece
+            if inflater.eof:
+                pending = inflater.unused_data
+                # gzip allows several members one after another; after deflate's end, nothing is read.
+                if encoding != "gzip" or (not pending and position >= len(view)):
+                    break
+                inflater = zlib.decompressobj(wbits)
+            elif not pending and not piece:
+                # zlib has nothing more to give from what it has: feed it the next slice.
+                if position >= len(view):
+                    raise BadRequest(f"{encoding} body is truncated")
+                pending = view[position : position + _INPUT_SLICE]
+                position += len(pending)
     except zlib.error as exc:
         raise BadRequest(f"body is not valid {encoding}: {exc}") from None
     return bytes(out)

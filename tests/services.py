@@ -123,11 +123,16 @@ def workers_idle() -> bool:
     return not any(busy)
 
 
-def start_web(env: dict[str, str], name: str = "web") -> tuple[Process, str]:
+def start_web(env: dict[str, str], name: str = "web", server: str = "runserver") -> tuple[Process, str]:
+    """``server`` is Django's ``runserver`` or ``gunicorn`` (as deployed): they read request bodies
+    differently (gunicorn decodes a chunked body, runserver cannot)."""
     port = free_port()
-    process = Process(
-        name, [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"], env
-    )
+    if server == "gunicorn":
+        args = [sys.executable, "-m", "gunicorn", "ctxview.wsgi:application", "-b", f"127.0.0.1:{port}"]
+        args += ["--workers", "1", "--threads", "4", "--timeout", "120"]
+    else:
+        args = [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"]
+    process = Process(name, args, env)
     url = f"http://127.0.0.1:{port}"
 
     def ready():

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -14,11 +15,18 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from ctxview.demo import timeout
 from ctxview.models import Bookmark, Label, Note, NoteRevision
+from ctxview.review_api import MAX_IMPORT_BYTES
 from ctxview_sdk import configure, flush, shutdown
 from ingest.models import Call, Content, Finding, Membership, Run
 from tests import factories
 from tests.factories import user_message
 from tests.ingest.test_calls import TRACE, send  # noqa: F401  (the fixture)
+
+USAGE = {
+    "gen_ai.conversation.id": "review",
+    "gen_ai.usage.input_tokens": 100,
+    "gen_ai.usage.output_tokens": 10,
+}
 
 
 @pytest.fixture
@@ -420,3 +428,36 @@ def test_an_admin_edits_prices_and_every_run_is_costed_again(
         ).status_code
         == 403
     )
+
+
+def test_an_export_over_django_s_2_5_mb_form_limit_imports(send, client, project, key, people):  # noqa: F811
+    # Distinct content per call (stored once per hash): a document far over DATA_UPLOAD_MAX_MEMORY_SIZE.
+    for number in range(1, 13):
+        request = ExportTraceServiceRequest()
+        text = " ".join(f"line {number}.{line} of the file" for line in range(40_000))
+        factories.chat_span(
+            request, trace_id=TRACE, number=number, messages=[user_message(text)], attributes=USAGE
+        )
+        send(request)
+    source = Run.objects.get(project=project)
+    body = client.get(f"/api/v1/runs/{source.id}/export", HTTP_AUTHORIZATION=f"Bearer {key}").content
+    assert len(body) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+    factories.project_with_key("gamma", owner=people["admin"])
+    response = as_user(client, people["admin"]).post(
+        "/api/v1/projects/gamma/import", body, content_type="application/json"
+    )
+    assert response.status_code == 201, response.content[:300]
+    assert Run.objects.get(id=response.json()["run"]).call_count == 12
+
+
+def test_an_import_over_its_limit_is_refused_with_a_json_message(client, project, key):
+    response = client.post(
+        f"/api/v1/projects/{project.slug}/import",
+        b" " * (MAX_IMPORT_BYTES + 1),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {key}",
+    )
+    assert response.status_code == 413
+    assert response.json() == {"error": f"the body is larger than {MAX_IMPORT_BYTES} bytes"}
+    assert not Run.objects.exists()

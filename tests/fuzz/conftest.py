@@ -1,7 +1,9 @@
 """Fuzzing support: example budgets, a hard time bound per example, and the count of cases that ran.
 
-The default budgets keep tests/fuzz under two minutes on a 2-core machine. CTXVIEW_FUZZ_SCALE multiplies
-them for a longer run, e.g. ``CTXVIEW_FUZZ_SCALE=20 .venv/bin/python -m pytest tests/fuzz``.
+The default budgets keep tests/fuzz short on a 2-core machine. ``CTXVIEW_FUZZ_PROFILE=deep`` (``make
+fuzz``) runs each test's ``deep`` budget instead: over 100,000 cases in all, most of them in the cheap
+decoder tests. CTXVIEW_FUZZ_SCALE multiplies either, e.g. ``CTXVIEW_FUZZ_SCALE=20 .venv/bin/python -m
+pytest tests/fuzz``.
 """
 
 import contextlib
@@ -14,6 +16,10 @@ from hypothesis import HealthCheck, Phase, settings
 from tests import services
 
 SCALE = float(os.environ.get("CTXVIEW_FUZZ_SCALE", "1"))
+PROFILE = os.environ.get("CTXVIEW_FUZZ_PROFILE", "default")
+if PROFILE not in ("default", "deep"):
+    raise ValueError(f"CTXVIEW_FUZZ_PROFILE={PROFILE!r}: use default or deep")
+DEEP = PROFILE == "deep"
 # Cases run per test (hypothesis examples, schemathesis calls), reported at the end of the session.
 CASES: Counter = Counter()
 
@@ -21,10 +27,12 @@ CASES: Counter = Counter()
 SLOW_INPUT = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
 
 
-def budget(examples: int, deadline_ms: int = 10_000, **options) -> settings:
-    """Settings for ``examples`` examples (times CTXVIEW_FUZZ_SCALE), each allowed ``deadline_ms``."""
+def budget(examples: int, deadline_ms: int = 10_000, deep: int | None = None, **options) -> settings:
+    """Settings for ``examples`` examples (``deep`` in the deep profile; times CTXVIEW_FUZZ_SCALE), each
+    allowed ``deadline_ms``."""
+    count = deep if DEEP and deep is not None else examples
     return settings(
-        max_examples=max(1, int(examples * SCALE)),
+        max_examples=max(1, int(count * SCALE)),
         deadline=deadline_ms,
         suppress_health_check=SLOW_INPUT + options.pop("suppress_health_check", []),
         # Shrinking megabyte-sized examples can take many minutes; a failure prints the example as found.
@@ -58,13 +66,31 @@ def rss_mib() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def _summary() -> list[str]:
+    lines = [f"{count:>7}  {name}" for name, count in sorted(CASES.items())]
+    lines.append(
+        f"{sum(CASES.values()):>7}  in all (CTXVIEW_FUZZ_PROFILE={PROFILE}, CTXVIEW_FUZZ_SCALE={SCALE:g})"
+    )
+    return lines
+
+
+def _write_summary(lines: list[str]) -> None:
+    services.ARTIFACTS.mkdir(exist_ok=True)
+    (services.ARTIFACTS / "fuzz.txt").write_text("fuzz cases run\n" + "\n".join(lines) + "\n")
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    # A deep run takes long: what ran so far is on disk, and its CPU time, should it be stopped.
+    if CASES:
+        cpu = sum(os.times()[:2])
+        _write_summary([*_summary(), f"after {nodeid}: {cpu:.0f} s CPU (this process)"])
+
+
 def pytest_terminal_summary(terminalreporter):
     if not CASES:
         return
-    lines = [f"{count:>7}  {name}" for name, count in sorted(CASES.items())]
-    lines.append(f"{sum(CASES.values()):>7}  in all (CTXVIEW_FUZZ_SCALE={SCALE:g})")
+    lines = _summary()
     terminalreporter.write_sep("-", "fuzz cases run")
     for line in lines:
         terminalreporter.write_line(line)
-    services.ARTIFACTS.mkdir(exist_ok=True)
-    (services.ARTIFACTS / "fuzz.txt").write_text("fuzz cases run\n" + "\n".join(lines) + "\n")
+    _write_summary(lines)

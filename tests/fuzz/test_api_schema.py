@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from ingest.models import Call, Run, Span
 from tests import services
-from tests.fuzz.conftest import CASES, budget
+from tests.fuzz.conftest import CASES, DEEP, budget
 
 try:  # a dev dependency (pyproject.toml)
     import schemathesis
@@ -33,7 +33,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning"),
 ]
 
-EXAMPLES = {"positive": 30, "negative": 15}
+EXAMPLES = {"positive": 120, "negative": 60} if DEEP else {"positive": 30, "negative": 15}
 
 
 def existing_ids() -> dict[str, list]:

@@ -98,7 +98,7 @@ def assert_record_storable(record: normalise.CallRecord) -> None:
         assert all(value is None or 0 <= value <= INT64 for value in record.budget.values())
 
 
-@budget(150)
+@budget(150, deep=800)
 @given(data=st.data(), operation=st.sampled_from(["chat", "text_completion", None]))
 def test_any_model_call_span_makes_a_storable_call_record(data, operation):
     CASES["normalise: model-call spans with hostile attributes and events"] += 1
@@ -113,7 +113,7 @@ def test_any_model_call_span_makes_a_storable_call_record(data, operation):
     assert_storable(bare)
 
 
-@budget(60)
+@budget(60, deep=600)
 @given(data=st.data(), kind=st.sampled_from([normalise.TOOL, normalise.AGENT]))
 def test_any_tool_or_agent_span_makes_a_storable_operation(data, kind):
     CASES["normalise: tool and agent spans"] += 1
@@ -126,7 +126,7 @@ def test_any_tool_or_agent_span_makes_a_storable_operation(data, kind):
         assert operation[name] is None or 0 <= operation[name] <= INT32
 
 
-@budget(200, deadline_ms=5_000)
+@budget(200, deadline_ms=5_000, deep=8_000)
 @given(
     value=st.one_of(
         strategies.manifests(),
@@ -157,7 +157,7 @@ def test_a_manifest_is_parsed_or_refused_with_a_manifest_error(value):
         assert all(value is None or 0 <= value <= INT64 for value in parsed.budget.values())
 
 
-@budget(200, deadline_ms=5_000)
+@budget(200, deadline_ms=5_000, deep=3_000)
 @given(data=st.data())
 def test_usage_is_a_split_of_storable_counts_whatever_the_attributes(data):
     CASES["normalise: usage attributes"] += 1

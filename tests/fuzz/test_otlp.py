@@ -82,7 +82,7 @@ def to_json(message, hex_ids: bool) -> bytes:
     return json.dumps(document).encode()
 
 
-@budget(120)
+@budget(120, deep=1_000)
 @given(data=st.data(), signal=SIGNALS)
 def test_a_generated_request_in_protobuf_is_answered_and_what_is_accepted_can_be_stored(data, signal):
     CASES["otlp: protobuf requests, damaged or not"] += 1
@@ -92,7 +92,7 @@ def test_a_generated_request_in_protobuf_is_answered_and_what_is_accepted_can_be
     round_trip(signal, strategies.compress(body, encoding), encoding)
 
 
-@budget(60)
+@budget(60, deep=600)
 @given(data=st.data(), signal=SIGNALS, hex_ids=st.booleans())
 def test_a_generated_request_in_json_is_answered_and_what_is_accepted_can_be_stored(data, signal, hex_ids):
     CASES["otlp: OTLP/JSON requests, damaged or not"] += 1
@@ -101,14 +101,14 @@ def test_a_generated_request_in_json_is_answered_and_what_is_accepted_can_be_sto
     round_trip(signal, body, fmt=otlp.JSON)
 
 
-@budget(150, deadline_ms=5_000)
+@budget(150, deadline_ms=5_000, deep=30_000)
 @given(signal=SIGNALS, document=strategies.otlp_json_like())
 def test_any_json_document_made_of_otlp_field_names_is_answered(signal, document):
     CASES["otlp: JSON documents of OTLP field names, any types"] += 1
     round_trip(signal, json.dumps(document).encode(), fmt=otlp.JSON)
 
 
-@budget(200, deadline_ms=5_000)
+@budget(200, deadline_ms=5_000, deep=55_000)
 @given(signal=SIGNALS, body=st.binary(max_size=2000), fmt=st.sampled_from([otlp.PROTOBUF, otlp.JSON]))
 def test_random_bytes_are_answered(signal, body, fmt):
     CASES["otlp: random bytes"] += 1
@@ -117,7 +117,7 @@ def test_random_bytes_are_answered(signal, body, fmt):
         round_trip(signal, body, encoding, fmt)
 
 
-@budget(60)
+@budget(60, deep=1_600)
 @given(signal=SIGNALS, depth=st.integers(1, 400), fmt=st.sampled_from([otlp.PROTOBUF, otlp.JSON]))
 def test_deeply_nested_any_values_are_refused_or_flattened(signal, depth, fmt):
     CASES["otlp: nested AnyValues up to 400 deep"] += 1
@@ -132,7 +132,7 @@ def test_deeply_nested_any_values_are_refused_or_flattened(signal, depth, fmt):
     round_trip(signal, body, fmt=fmt)
 
 
-@budget(40)
+@budget(40, deep=5_000)
 @given(signal=SIGNALS, text=strategies.strings())
 def test_a_string_that_is_not_utf8_is_refused(signal, text):
     CASES["otlp: invalid UTF-8 in a string field"] += 1

@@ -59,7 +59,7 @@ def store(project, signal: str, stored: bytes, accepted: int) -> RawBatch:
     )
 
 
-@budget(40, deadline_ms=30_000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@budget(40, deadline_ms=30_000, deep=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_a_hostile_request_is_stored_and_analysed(postgresql, project, data):
     CASES["store: hostile requests into PostgreSQL, processed and analysed"] += 1

@@ -3,6 +3,7 @@
 import gzip
 import json
 import math
+import time
 import zlib
 
 import pytest
@@ -30,6 +31,54 @@ def test_decompress_never_produces_more_than_the_limit():
 
 def test_decompress_accepts_concatenated_gzip_members():
     assert otlp.decompress(gzip.compress(b"ab") + gzip.compress(b"cd"), "GZIP ", limit=100) == b"abcd"
+
+
+def test_decompress_reads_members_across_input_slices_and_output_steps():
+    # Members of every size, some far larger than a slice of input or a step of output.
+    parts = [b"", b"a", bytes(range(256)) * 40, b"z" * 3_000_000, b"", b"tail"]
+    body = b"".join(gzip.compress(part) for part in parts)
+    assert otlp.decompress(body, "gzip", limit=10_000_000) == b"".join(parts)
+
+
+def test_decompress_takes_linear_time_in_the_number_of_gzip_members():
+    # It copied the rest of the body at every member: 4x the members took 16x the time (4 MB: 28 s).
+    member = gzip.compress(b"")
+
+    def seconds(count: int) -> float:
+        body = member * count
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            assert otlp.decompress(body, "gzip", limit=100) == b""
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    small, large = seconds(25_000), seconds(100_000)
+    assert large < 8 * small, f"25,000 members: {small:.3f} s; 100,000: {large:.3f} s"
+
+
+def test_decompress_asks_grow_before_keeping_more_bytes():
+    grown = []
+    data = bytes(range(256)) * 20_000  # 5 MB: several output steps
+    assert otlp.decompress(gzip.compress(data), "gzip", limit=len(data), grow=grown.append) == data
+    assert sum(grown) == len(data) and len(grown) > 1
+
+
+def test_decompress_stops_when_grow_refuses():
+    class Refused(Exception):
+        pass
+
+    def grow(nbytes: int) -> None:
+        raise Refused()
+
+    with pytest.raises(Refused):
+        otlp.decompress(gzip.compress(b"x" * 100), "gzip", limit=1000, grow=grow)
+
+
+@pytest.mark.parametrize("body", [b"", gzip.compress(b"abc")[:-3], gzip.compress(b"abc") + b"\x1f"])
+def test_decompress_rejects_empty_and_truncated_gzip(body):
+    with pytest.raises(otlp.BadRequest, match="truncated"):
+        otlp.decompress(body, "gzip", limit=100)
 
 
 def test_decompress_rejects_junk():

@@ -6,6 +6,7 @@ import pytest
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from ingest import accept
 from ingest.models import LogRecord, RawBatch, Span
 from tests import factories
 
@@ -369,3 +370,30 @@ def test_another_projects_key_writes_into_that_project_only(post, bob):
     other, other_key = factories.project_with_key("beta", owner=bob)
     post(body=factories.trace_request(spans=2).SerializeToString(), key=other_key)
     assert Span.objects.get(span_id="0000000000000001").project == other
+
+
+def test_refuses_a_chunked_body_the_server_cannot_read_with_411(post):
+    # As runserver hands it over: Transfer-Encoding, no Content-Length, no wsgi.input_terminated.
+    response = post(body=b"", CONTENT_TYPE=PROTOBUF, HTTP_TRANSFER_ENCODING="chunked")
+    assert response.status_code == 411
+    assert "send Content-Length" in status_message(response)
+    assert_nothing_stored()
+
+
+def test_answers_503_with_retry_after_when_the_process_holds_too_many_bytes(post, settings):
+    settings.CTXVIEW_INGEST_MAX_INFLIGHT_BYTES = 100_000
+    raw = factories.trace_request(spans=400).SerializeToString()
+    assert len(raw) > 40_000  # more than the budget has left while the other request holds its bytes
+    body = gzip.compress(raw)
+    with accept.INFLIGHT.hold(60_000):  # another request in flight
+        response = post(body=body, HTTP_CONTENT_ENCODING="gzip")
+        assert response.status_code == 503
+        assert response["Retry-After"] == "5"
+        assert "too many large requests" in status_message(response)
+        assert accept.INFLIGHT.held == 60_000  # the refused request gave back what it held
+    assert_nothing_stored()
+    assert accept.INFLIGHT.held == 0
+    # Alone in flight, the same request passes although it is larger than the budget.
+    assert post(body=body, HTTP_CONTENT_ENCODING="gzip").status_code == 200
+    assert Span.objects.count() == 400
+    assert accept.INFLIGHT.held == 0
