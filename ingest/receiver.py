@@ -59,7 +59,8 @@ def _receive(request: HttpRequest, signal: str, hold: budget.Hold) -> HttpRespon
     except otlp.OtlpError as exc:
         return _status(exc.status, exc.message, reply_fmt)
     except budget.OverBudget:
-        return _unavailable("ctxview has too many large requests in hand; retry later", reply_fmt)
+        busy = accept.Unavailable("ctxview has too many large requests in hand; retry later")
+        return _unavailable(busy.message, reply_fmt, busy.retry_after)
     return HttpResponse(answer, content_type=_MEDIA_TYPE[fmt])
 
 
