@@ -73,6 +73,7 @@ def _input(call: Call, contents: dict[str, str]) -> CallInput:
             "end_ns": call.end_ns,
             "model": call.model,
             "provider": call.provider,
+            "agent": call.agent_name,
             "usage": call.usage_dict(),
             "usage_raw": call.usage_raw,
             "items": call.items,

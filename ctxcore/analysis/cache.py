@@ -191,8 +191,11 @@ def analyse_cache(
     expected_read = reusable_tokens if reusable_tokens >= minimum else 0
     reported_read = call.usage.cache_read
 
-    same_model = [(entry, length) for entry, length in shared if entry["model"] == call.model]
-    pool = same_model or shared
+    # The reference is one of this agent's calls: another agent's cache (a subagent's own system
+    # prompt and tools, or the main agent's) is no prefix this call was meant to continue.
+    mine = [(entry, length) for entry, length in shared if entry.get("agent", "") == call.agent]
+    same_model = [(entry, length) for entry, length in mine if entry["model"] == call.model]
+    pool = same_model or mine
     reference, reference_shared = max(pool, key=lambda pair: (pair[1], pair[0]["seq"]), default=(None, 0))
 
     cause = invalidator = None
@@ -226,6 +229,7 @@ def analyse_cache(
         entry = {
             "seq": call.seq,
             "model": call.model,
+            "agent": call.agent,
             "end_ns": call.end_ns,
             "ttl_ns": limits.TTL_1H_NS if one_hour else limits.TTL_NS,
             "extent": extent,

@@ -30,6 +30,9 @@ class CallInput:
     budget: Mapping[str, int | None] | None = None
     tool_calls: tuple[Mapping[str, Any], ...] = ()
     tool_definitions: tuple[str, ...] | None = None  # None: the call did not report its catalogue
+    # The agent that made the call within its run ("" for the main agent): a subagent's first call
+    # starts a cache lineage of its own, it breaks no other agent's cache.
+    agent: str = ""
     # Hash -> content text, where known: this call's items and, for byte diffs of a cache break, the
     # previous call's (Content rows are keyed by hash, so one query fetches both).
     contents: Mapping[str, str] = field(default_factory=dict)
@@ -53,5 +56,6 @@ class CallInput:
             budget=data.get("budget"),
             tool_calls=tuple(data.get("tool_calls") or ()),
             tool_definitions=tuple(str(name) for name in definitions) if definitions is not None else None,
+            agent=str(data.get("agent") or ""),
             contents=dict(data.get("contents") or {}),
         )
