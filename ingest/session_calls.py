@@ -6,6 +6,11 @@ anew from every stored span and log record of it (``ingest.sessions``), and the 
 family are made exactly the assembled ones: unchanged calls stay, changed or vanished ones are
 replaced, and the run is renumbered and reanalysed from the first change. The run's row is locked
 before the rows are read, so two workers on one session see each other's committed rows.
+
+Only calls that end after the batch's earliest row (less ``SLACK_NS``) are made again and compared: a
+row changes its own request's call (a log record is written as its request ends, a span when it ends,
+a prompt or a system prompt before the requests that follow) and the calls after it, never calls that
+ended long before it. So a batch costs what its recent calls cost, not what the whole session does.
 """
 
 from dataclasses import dataclass
@@ -18,21 +23,29 @@ from ingest.families import SESSION_FAMILIES, Family
 from ingest.models import Call, LogRecord, Run, Span
 from ingest.normalise import CallRecord
 
+# How much earlier than a row a call it changes may end: a log record written after its request's span
+# ended, clocks of one CLI process. Generous: it only bounds the work, never the result.
+SLACK_NS = 60 * 10**9
+
 
 @dataclass(frozen=True)
 class _Session:
     family: Family
     key: str
+    earliest_ns: int  # the earliest time of this batch's rows of the session
 
 
 def touched(signal: str, rows: list[dict]) -> list[_Session]:
     """The CLI sessions these rows belong to."""
-    found = {}
+    found: dict[tuple[str, str], _Session] = {}
     for row in rows:
         for family in SESSION_FAMILIES:
             key = sessions.session_of(family, signal, row)
             if key is not None:
-                found[(family.name, key)] = _Session(family, key)
+                time = row["start_time_unix_nano"] if signal == "spans" else row["time_unix_nano"]
+                known = found.get((family.name, key))
+                earliest = min(time, known.earliest_ns) if known else time
+                found[(family.name, key)] = _Session(family, key, earliest)
     return [found[name] for name in sorted(found)]
 
 
@@ -77,14 +90,15 @@ def _stored_rows(project_id: int, session: _Session) -> tuple[list[dict], list[d
     return spans, logs
 
 
+# What the assembly decides; numbering and analysis follow from it.
+_DERIVED = ("seq", "turn", "carried_fingerprint", "carried_invocation", "analysis")
+_COMPARED = [name for name in calls._CALL_COLUMNS if name not in _DERIVED]
+
+
 def _same(call: Call, record: CallRecord) -> bool:
     """Whether the stored call is what the session now assembles (nothing to rewrite)."""
     fresh = calls._call(call.project_id, call.run_id, record)
-    return all(
-        getattr(call, name) == getattr(fresh, name)
-        for name in (*calls._CALL_COLUMNS,)
-        if name not in ("seq", "turn", "carried_fingerprint", "carried_invocation")
-    )
+    return all(getattr(call, name) == getattr(fresh, name) for name in _COMPARED)
 
 
 def _refresh_session(project_id: int, session: _Session, keep_content: bool) -> int | None:
@@ -100,12 +114,14 @@ def _refresh_session(project_id: int, session: _Session, keep_content: bool) -> 
         .get(project_id=project_id, key=session.key)
     )
     spans, logs = _stored_rows(project_id, session)
+    since = session.earliest_ns - SLACK_NS
     records = {
         (record.trace_id, record.span_id): record
-        for record in sessions.records(session.family, spans, logs, calls.count_tokens)
+        for record in sessions.records(session.family, spans, logs, calls.count_tokens, since)
         if record.run_key == session.key
     }
-    stored = {(call.trace_id, call.span_id): call for call in run.calls.filter(name__in=spec.call_names)}
+    recent = run.calls.filter(name__in=spec.call_names, end_ns__gte=since)
+    stored = {(call.trace_id, call.span_id): call for call in recent}
     gone = [call for key, call in stored.items() if key not in records or not _same(call, records[key])]
     new = [record for key, record in records.items() if key not in stored or stored[key] in gone]
     if not gone and not new:

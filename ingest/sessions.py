@@ -37,12 +37,16 @@ def records(
     spans: list[dict],
     logs: list[dict],
     count: TokenCounter = normalise._count_tokens,
+    since_ns: int | None = None,
 ) -> list[CallRecord]:
-    """The session's calls as call records, in the family's order."""
+    """The session's calls as call records, in the family's order; with ``since_ns``, only the calls that
+    end at or after it (assembling is cheap, making records is not)."""
     sessions = family.sessions
     assert sessions is not None
     found = []
     for call in sessions.assemble(spans, logs):
+        if since_ns is not None and call.row["end_time_unix_nano"] < since_ns:
+            continue
         record = normalise.call_record(call.row, call.resource, [], count)
         notes = [note for note in record.notes if not note.startswith("content was not captured")]
         if not record.content_captured and sessions.no_content_note:
