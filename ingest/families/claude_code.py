@@ -5,17 +5,22 @@ as Claude Code computed it, ``session.id``, ``prompt.id`` = the turn, ``agent_id
 traces on, one ``claude_code.llm_request`` span too (the same request: its ``request_id``). A call is
 born from whichever arrives and is completed by the other. In detailed mode the span carries the
 request's additions (``new_context``), its system prompt hash and tool hashes, and ``system_prompt`` /
-``tool`` log records carry the texts once per process: the window is rebuilt from them per agent.
+``tool`` log records carry the texts once per process: the window is rebuilt from them per agent. With
+``OTEL_LOG_RAW_API_BODIES`` the request body itself is logged (cut at 60 KB): when every request of an
+agent has its whole body, that agent's windows are read from the bodies, which are exact (one source per
+agent, so a cut body never puts two readings of one prefix side by side).
 """
 
 import json
 
 from ingest.families.base import Family, SessionCall, Sessions, synthetic_id
-from ingest.families.messages import parse_json
+from ingest.families.messages import block_part, parse_json, parts_of
 
 NAME = "claude_code"
 LLM_REQUEST = "claude_code.llm_request"
 API_REQUEST = "api_request"
+REQUEST_BODY = "api_request_body"
+RESPONSE_BODY = "api_response_body"
 SYSTEM_PROMPT = "system_prompt"
 TOOL = "tool"
 CALL_NAME = "claude_code.request"
@@ -82,15 +87,46 @@ def _tool_hashes(value) -> list[tuple[str, str]]:
     return [(str(e.get("name")), str(e.get("hash"))) for e in value if isinstance(e, dict) and e.get("name")]
 
 
+def _whole_body(attributes: dict) -> dict | None:
+    """The logged request body, parsed, when it was not cut."""
+    if str(attributes.get("body_truncated", "")).lower() == "true":
+        return None
+    body = parse_json(attributes.get("body"))
+    return body if isinstance(body, dict) and isinstance(body.get("messages"), list) else None
+
+
+def body_window(body: dict) -> dict:
+    """An Anthropic Messages request body as the OTel GenAI content attributes."""
+    system = body.get("system")
+    blocks = system if isinstance(system, list) else [system] if system else []
+    messages = [
+        {"role": str(entry.get("role") or "user"), "parts": parts_of(entry.get("content"))}
+        for entry in body["messages"]
+        if isinstance(entry, dict)
+    ]
+    content = {"gen_ai.input.messages": json.dumps(messages)}
+    if blocks:
+        content["gen_ai.system_instructions"] = json.dumps([block_part(block) for block in blocks])
+    if isinstance(body.get("tools"), list):
+        content["gen_ai.tool.definitions"] = json.dumps(body["tools"])
+    return content
+
+
 def assemble(spans: list[dict], logs: list[dict]) -> list[SessionCall]:
     """The session's model requests, each from its api_request record and/or its llm_request span."""
     requests: dict[str, dict] = {}
     prompts: dict[str, str] = {}
     tools: dict[str, dict] = {}
+    bodies: dict[str, dict | None] = {}  # request_body_id -> the whole body, None when cut
+    body_of: dict[str, str] = {}  # request_id -> request_body_id
     for log in logs:
         attributes = log["attributes"]
         event = attributes.get(EVENT_NAME)
-        if event == API_REQUEST and attributes.get("request_id"):
+        if event == REQUEST_BODY and attributes.get("request_body_id"):
+            bodies[str(attributes["request_body_id"])] = _whole_body(attributes)
+        elif event == RESPONSE_BODY and attributes.get("request_id") and attributes.get("request_body_id"):
+            body_of[str(attributes["request_id"])] = str(attributes["request_body_id"])
+        elif event == API_REQUEST and attributes.get("request_id"):
             requests.setdefault(str(attributes["request_id"]), {})["log"] = log
         elif event == SYSTEM_PROMPT and isinstance(attributes.get("system_prompt"), str):
             prompts[str(attributes.get("system_prompt_hash"))] = attributes["system_prompt"]
@@ -107,13 +143,25 @@ def assemble(spans: list[dict], logs: list[dict]) -> list[SessionCall]:
         log = entry["log"]
         return log["time_unix_nano"] - (_number(log["attributes"].get("duration_ms")) or 0) * 1_000_000
 
+    def agent_of(entry: dict) -> str:
+        found = [row["attributes"].get("agent_id") for row in (entry.get("log"), entry.get("span")) if row]
+        return str(next((agent for agent in found if agent), ""))
+
+    def body(request_id: str) -> dict | None:
+        return bodies.get(body_of.get(request_id, ""))
+
+    exact: dict[str, bool] = {}  # per agent: every request's whole body is there
+    for request_id, entry in requests.items():
+        agent = agent_of(entry)
+        exact[agent] = exact.get(agent, True) and body(request_id) is not None
+
     calls = []
     history: dict[str, list[dict]] = {}  # per agent: the messages sent so far
     for request_id, entry in sorted(requests.items(), key=lambda pair: (start(pair[1]), pair[0])):
         span, log = entry.get("span"), entry.get("log")
         span_attributes = span["attributes"] if span else {}
         log_attributes = log["attributes"] if log else {}
-        agent_id = str(log_attributes.get("agent_id") or span_attributes.get("agent_id") or "")
+        agent_id = agent_of(entry)
         session = str(log_attributes.get(SESSION_ID) or span_attributes.get(SESSION_ID) or "")
         trace_id = (span or log)["trace_id"] or synthetic_id(32, NAME, session)
         attributes = {
@@ -173,8 +221,11 @@ def assemble(spans: list[dict], logs: list[dict]) -> list[SessionCall]:
                 if key in span_attributes:
                     attributes[key] = span_attributes[key]
 
+        whole = body(request_id)
+        if exact.get(agent_id) and whole is not None:
+            attributes.update(body_window(whole))
         # Detailed mode: the window, rebuilt from the hashes the span names and the texts logged once.
-        if "new_context" in span_attributes:
+        elif "new_context" in span_attributes:
             messages = _extend(history.get(agent_id, []), new_messages(str(span_attributes["new_context"])))
             history[agent_id] = messages
             attributes["gen_ai.input.messages"] = json.dumps(messages)
@@ -212,7 +263,7 @@ def assemble(spans: list[dict], logs: list[dict]) -> list[SessionCall]:
 SESSIONS = Sessions(
     log_key=SESSION_ID,
     span_key=SESSION_ID,
-    log_events=frozenset({API_REQUEST, SYSTEM_PROMPT, TOOL}),
+    log_events=frozenset({API_REQUEST, SYSTEM_PROMPT, TOOL, REQUEST_BODY, RESPONSE_BODY}),
     span_names=frozenset({LLM_REQUEST}),
     assemble=assemble,
     call_names=frozenset({CALL_NAME}),

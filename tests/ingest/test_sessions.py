@@ -141,6 +141,21 @@ def test_arrival_order_does_not_change_the_calls(scenario):
         assert assembled(scenario, name, spans_copy, logs_copy)[2] == expected
 
 
+def request_bodies(doc: dict) -> dict[str, dict | None]:
+    """request_id -> the logged request body, parsed (None when Claude Code cut it)."""
+    logs = view.logs(doc)
+    bodies = {
+        log["attributes"]["request_body_id"]: None
+        if log["attributes"].get("body_truncated") == "true"
+        else json.loads(log["attributes"]["body"])
+        for log in view.named(logs, "api_request_body")
+    }
+    return {
+        log["attributes"]["request_id"]: bodies[log["attributes"]["request_body_id"]]
+        for log in view.named(logs, "api_response_body")
+    }
+
+
 def test_claude_code_detailed_rebuilds_each_window_from_its_hashes_and_new_context():
     doc, _, records = assembled("claude-code-detailed", "claude-code")
     logs = view.logs(doc)
@@ -153,7 +168,11 @@ def test_claude_code_detailed_rebuilds_each_window_from_its_hashes_and_new_conte
         for span in view.named(view.spans(doc), "claude_code.llm_request")
     }
     requests = {request["request_id"]: request for request in view.model_requests(doc)}
-    for record in records:
+    bodies = request_bodies(doc)
+    # The main agent's bodies were cut (60 KB): its windows are rebuilt from hashes and new_context.
+    main = [record for record in records if not record.agent_name]
+    assert main and any(bodies[record.response_id] is None for record in main)
+    for record in main:
         span = spans[record.response_id]["attributes"]
         tools = [item for item in record.items if item.bucket == "tools"]
         assert [item.id for item in tools] == [f"tool:{entry['name']}" for entry in json.loads(span["tools"])]
@@ -164,8 +183,6 @@ def test_claude_code_detailed_rebuilds_each_window_from_its_hashes_and_new_conte
     by_step = {requests[record.response_id]["step"]: record for record in records}
     first_user = next(item for item in by_step["main-read"].items if item.role == "user")
     assert "[turn-1]" in first_user.content
-    sub_user = next(item for item in by_step["sub-read"].items if item.role == "user")
-    assert "[subagent]" in sub_user.content
     # Each later request of an agent resends its earlier window: the same items, in the same order.
     for earlier, later in [
         ("main-read", "main-agent"),
@@ -178,6 +195,24 @@ def test_claude_code_detailed_rebuilds_each_window_from_its_hashes_and_new_conte
     # The resumed process resends the whole history as new: the window still continues turn 1's.
     main_answer = [item.hash for item in by_step["main-answer"].items]
     assert [item.hash for item in by_step["turn-2"].items][: len(main_answer)] == main_answer
+
+
+def test_claude_code_reads_a_subagents_windows_from_its_whole_request_bodies():
+    doc, _, records = assembled("claude-code-detailed", "claude-code")
+    bodies = request_bodies(doc)
+    subagent = [record for record in records if record.agent_name]
+    assert subagent and all(bodies[record.response_id] is not None for record in subagent)
+    for record in subagent:
+        body = bodies[record.response_id]
+        assert [item.id for item in record.items if item.bucket == "tools"] == [
+            f"tool:{tool['name']}" for tool in body["tools"]
+        ]
+        instructions = [item for item in record.items if item.id.startswith("system:")]
+        assert [item.content for item in instructions] == [block["text"] for block in body["system"]]
+        messages = [item for item in record.items if item.id.startswith("msg:")]
+        assert len(messages) == len(body["messages"])
+        sub_user = next(item for item in record.items if item.role == "user")
+        assert "[subagent]" in sub_user.content
 
 
 def analysed(records) -> list[dict]:
