@@ -141,3 +141,18 @@ def test_only_rows_of_a_cli_session_touch_one():
         ("claude-code", view.named(view.logs(doc), "api_request")[0]["attributes"]["session.id"])
     ]
     assert session_calls.touched("logs", view.named(view.logs(doc), "plugin_loaded")) == []
+
+
+@pytest.mark.django_db
+def test_a_claude_code_detailed_call_page_shows_its_window_and_the_run_page_its_subagent(
+    post_all, client, alice
+):
+    post_all("claude-code-detailed", "as-recorded")
+    run = Run.objects.get()
+    client.force_login(alice)
+    assert client.get(f"/runs/{run.id}/").status_code == 200
+    for call in run.calls.order_by("seq"):
+        page = client.get(f"/calls/{call.id}/").content.decode()
+        assert "tool:Read" in page and "system:0" in page
+        shown = f'agent <b class="agent">{call.agent_name}</b>' in page
+        assert shown == (call.agent_name == "general-purpose")  # the subagent's calls say whose they are
