@@ -59,7 +59,7 @@ def refresh(project_id: int, signal: str, rows: list[dict], keep_content: bool =
     return changed
 
 
-def _stored_rows(project_id: int, session: _Session) -> tuple[list[dict], list[dict]]:
+def _stored_rows(project_id: int, session: _Session, since_ns: int) -> tuple[list[dict], list[dict]]:
     spec = session.family.sessions
     assert spec is not None
     spans = []
@@ -70,24 +70,41 @@ def _stored_rows(project_id: int, session: _Session) -> tuple[list[dict], list[d
             name__in=spec.span_names,
         ).select_related("resource")
         spans = [{**calls._span_row(span), "resource": span.resource.attributes} for span in found]
-    found_logs = LogRecord.objects.filter(
-        Q(**{f"attributes__{spec.log_key}": session.key}),
-        Q(**{"attributes__event.name__in": list(spec.log_events)}),
-        project_id=project_id,
+    in_session = LogRecord.objects.filter(
+        Q(**{f"attributes__{spec.log_key}": session.key}), project_id=project_id
     ).select_related("resource")
-    logs = [
-        {
-            "trace_id": log.trace_id,
-            "span_id": log.span_id,
-            "time_unix_nano": log.time_unix_nano,
-            "observed_time_unix_nano": log.observed_time_unix_nano,
-            "attributes": log.attributes,
-            "body": log.body,
-            "resource": log.resource.attributes,
-        }
-        for log in found_logs.order_by("time_unix_nano", "observed_time_unix_nano", "id")
-    ]
+    heavy = list(spec.heavy_log_keys)
+    whole = in_session.filter(Q(**{"attributes__event.name__in": list(spec.log_events - set(heavy))}))
+    if heavy:  # read whole from the horizon on; before it, only the attributes the assembly needs
+        whole = whole | in_session.filter(
+            Q(**{"attributes__event.name__in": heavy}), time_unix_nano__gte=since_ns
+        )
+    logs = [_log_row(log) for log in whole]
+    columns = ("trace_id", "span_id", "time_unix_nano", "observed_time_unix_nano", "id")
+    for event, keys in spec.heavy_log_keys.items():
+        early = in_session.filter(Q(**{"attributes__event.name": event}), time_unix_nano__lt=since_ns)
+        picked = early.values_list(*columns, "resource__attributes", *(f"attributes__{key}" for key in keys))
+        for row in picked:
+            values = row[len(columns) + 1 :]
+            attributes = {key: value for key, value in zip(keys, values, strict=True) if value is not None}
+            logs.append({**dict(zip(columns, row, strict=False)), "attributes": attributes, "body": None})
+            logs[-1]["resource"] = row[len(columns)]
+    # The order the rows were stored in, whichever query found them.
+    logs.sort(key=lambda log: (log["time_unix_nano"], log["observed_time_unix_nano"], log["id"]))
     return spans, logs
+
+
+def _log_row(log: LogRecord) -> dict:
+    return {
+        "id": log.id,
+        "trace_id": log.trace_id,
+        "span_id": log.span_id,
+        "time_unix_nano": log.time_unix_nano,
+        "observed_time_unix_nano": log.observed_time_unix_nano,
+        "attributes": log.attributes,
+        "body": log.body,
+        "resource": log.resource.attributes,
+    }
 
 
 # What the assembly decides; numbering and analysis follow from it.
@@ -113,8 +130,8 @@ def _refresh_session(project_id: int, session: _Session, keep_content: bool) -> 
         .select_related("project")
         .get(project_id=project_id, key=session.key)
     )
-    spans, logs = _stored_rows(project_id, session)
     since = session.earliest_ns - SLACK_NS
+    spans, logs = _stored_rows(project_id, session, since)
     records = {
         (record.trace_id, record.span_id): record
         for record in sessions.records(session.family, spans, logs, calls.count_tokens, since)

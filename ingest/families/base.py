@@ -77,6 +77,9 @@ class Sessions:
     assemble: Callable[[list[dict], list[dict]], list[SessionCall]]  # (spans, logs) -> calls, in order
     call_names: frozenset[str]  # the names its calls get (the run's calls it owns)
     no_content_note: str = ""  # what to turn on to see the window
+    # Log events too big to read whole for every batch -> the attributes read of those that came long
+    # before the batch (their calls are not made again; the assembly needs only these attributes).
+    heavy_log_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

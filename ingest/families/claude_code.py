@@ -87,10 +87,8 @@ def _tool_hashes(value) -> list[tuple[str, str]]:
     return [(str(e.get("name")), str(e.get("hash"))) for e in value if isinstance(e, dict) and e.get("name")]
 
 
-def _whole_body(attributes: dict) -> dict | None:
-    """The logged request body, parsed, when it was not cut."""
-    if str(attributes.get("body_truncated", "")).lower() == "true":
-        return None
+def _parsed_body(attributes: dict) -> dict | None:
+    """The logged request body, parsed (None: not loaded, cut, or not a Messages request)."""
     body = parse_json(attributes.get("body"))
     return body if isinstance(body, dict) and isinstance(body.get("messages"), list) else None
 
@@ -117,13 +115,16 @@ def assemble(spans: list[dict], logs: list[dict]) -> list[SessionCall]:
     requests: dict[str, dict] = {}
     prompts: dict[str, str] = {}
     tools: dict[str, dict] = {}
-    bodies: dict[str, dict | None] = {}  # request_body_id -> the whole body, None when cut
+    whole: dict[str, bool] = {}  # request_body_id -> whether the body was logged uncut
+    bodies: dict[str, dict | None] = {}  # request_body_id -> the body, parsed, where loaded
     body_of: dict[str, str] = {}  # request_id -> request_body_id
     for log in logs:
         attributes = log["attributes"]
         event = attributes.get(EVENT_NAME)
         if event == REQUEST_BODY and attributes.get("request_body_id"):
-            bodies[str(attributes["request_body_id"])] = _whole_body(attributes)
+            body_id = str(attributes["request_body_id"])
+            whole[body_id] = str(attributes.get("body_truncated", "")).lower() != "true"
+            bodies[body_id] = _parsed_body(attributes) if whole[body_id] else None
         elif event == RESPONSE_BODY and attributes.get("request_id") and attributes.get("request_body_id"):
             body_of[str(attributes["request_id"])] = str(attributes["request_body_id"])
         elif event == API_REQUEST and attributes.get("request_id"):
@@ -150,10 +151,12 @@ def assemble(spans: list[dict], logs: list[dict]) -> list[SessionCall]:
     def body(request_id: str) -> dict | None:
         return bodies.get(body_of.get(request_id, ""))
 
-    exact: dict[str, bool] = {}  # per agent: every request's whole body is there
+    # Per agent: every request's body was logged uncut. Bodies of calls long before the batch are not
+    # loaded (``HEAVY_LOG_KEYS``): their flag says enough, and those calls are not made again.
+    exact: dict[str, bool] = {}
     for request_id, entry in requests.items():
         agent = agent_of(entry)
-        exact[agent] = exact.get(agent, True) and body(request_id) is not None
+        exact[agent] = exact.get(agent, True) and whole.get(body_of.get(request_id, ""), False)
 
     calls = []
     history: dict[str, list[dict]] = {}  # per agent: the messages sent so far
@@ -221,9 +224,9 @@ def assemble(spans: list[dict], logs: list[dict]) -> list[SessionCall]:
                 if key in span_attributes:
                     attributes[key] = span_attributes[key]
 
-        whole = body(request_id)
-        if exact.get(agent_id) and whole is not None:
-            attributes.update(body_window(whole))
+        logged = body(request_id)
+        if exact.get(agent_id) and logged is not None:
+            attributes.update(body_window(logged))
         # Detailed mode: the window, rebuilt from the hashes the span names and the texts logged once.
         elif "new_context" in span_attributes:
             messages = _extend(history.get(agent_id, []), new_messages(str(span_attributes["new_context"])))
@@ -260,6 +263,12 @@ def assemble(spans: list[dict], logs: list[dict]) -> list[SessionCall]:
     return calls
 
 
+# The bodies are the bulk of a detailed session: for rows long before a batch, only these are read.
+HEAVY_LOG_KEYS = {
+    REQUEST_BODY: (EVENT_NAME, SESSION_ID, "request_body_id", "body_truncated"),
+    RESPONSE_BODY: (EVENT_NAME, SESSION_ID, "request_id", "request_body_id"),
+}
+
 SESSIONS = Sessions(
     log_key=SESSION_ID,
     span_key=SESSION_ID,
@@ -267,6 +276,7 @@ SESSIONS = Sessions(
     span_names=frozenset({LLM_REQUEST}),
     assemble=assemble,
     call_names=frozenset({CALL_NAME}),
+    heavy_log_keys=HEAVY_LOG_KEYS,
     no_content_note=(
         "Claude Code sends the window only in detailed mode (ENABLE_BETA_TRACING_DETAILED=1 with "
         "OTEL_TRACES_EXPORTER=otlp): usage and cost come from its api_request log records"

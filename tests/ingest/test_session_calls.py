@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ingest import session_calls
+from ingest import session_calls, sessions
 from ingest.models import Call, LogRecord, Run, Span
 from tests.cli import view
 
@@ -156,3 +156,23 @@ def test_a_claude_code_detailed_call_page_shows_its_window_and_the_run_page_its_
         assert "tool:Read" in page and "system:0" in page
         shown = f'agent <b class="agent">{call.agent_name}</b>' in page
         assert shown == (call.agent_name == "general-purpose")  # the subagent's calls say whose they are
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("step", ["sub-answer", "main-answer", "turn-2"])
+def test_request_bodies_long_before_a_batch_are_read_thin_and_change_nothing(post_all, step):
+    post_all("claude-code-detailed", "as-recorded")
+    run = Run.objects.get()
+    family = next(family for family in session_calls.SESSION_FAMILIES if family.name == "claude-code")
+    session = session_calls._Session(family, run.key, 0)
+    request_id = next(
+        r["request_id"] for r in view.model_requests(view.load("claude-code-detailed")) if r["step"] == step
+    )
+    since = run.calls.get(response_id=request_id).start_ns
+    spans, full_logs = session_calls._stored_rows(run.project_id, session, since_ns=0)
+    _, thin_logs = session_calls._stored_rows(run.project_id, session, since_ns=since)
+    thinned = [log for log in thin_logs if log["attributes"].get("event.name") == "api_request_body"]
+    assert any("body" not in log["attributes"] for log in thinned)  # read thin before the horizon
+    assert any("body" in log["attributes"] for log in thinned)  # and whole after it
+    full = sessions.records(family, spans, full_logs, since_ns=since)
+    assert full and sessions.records(family, spans, thin_logs, since_ns=since) == full
