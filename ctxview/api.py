@@ -170,6 +170,7 @@ def call_to_dict(call: Call, request: HttpRequest, contents: dict[str, Content] 
         "started_at": call.started_at.isoformat(),
         "duration_ms": round((call.end_ns - call.start_ns) / 1e6, 3),
         "usage": call.usage_dict(),
+        "agent_name": call.agent_name or None,
         "usage_reported": call.usage_raw,
         "content_captured": call.content_captured,
         "manifest_source": call.manifest_source,

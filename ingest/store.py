@@ -11,7 +11,7 @@ from django.db import DataError, connection, transaction
 from django.utils import timezone
 from google.protobuf.message import DecodeError
 
-from ingest import calls, otlp
+from ingest import calls, families, otlp, session_calls
 from ingest.bulk import insert_rows
 from ingest.models import LogRecord, RawBatch, Resource, Span
 
@@ -80,8 +80,12 @@ def _store(batch: RawBatch) -> set[int]:
             insert_rows(
                 Span, [{"resource_id": resource_ids[id(resource)], **common, **row} for resource, row in rows]
             )
-            return calls.save(batch.project_id, records, operations, keep_content=keep)
+            runs = calls.save(batch.project_id, records, operations, keep_content=keep)
+            return runs | session_calls.refresh(batch.project_id, "spans", [row for _, row in rows], keep)
         else:
+            keep = not batch.project.hash_only
+            if not keep:  # hash-only: the coding CLIs' content attributes are never stored
+                rows = [(resource, _without_log_content(row)) for resource, row in rows]
             insert_rows(
                 LogRecord,
                 [
@@ -94,11 +98,19 @@ def _store(batch: RawBatch) -> set[int]:
                     for resource, row in rows
                 ],
             )
-            return calls.join_log_events(
-                batch.project_id, [row for _, row in rows], keep_content=not batch.project.hash_only
-            )
+            log_rows = [row for _, row in rows]
+            runs = calls.join_log_events(batch.project_id, log_rows, keep_content=keep)
+            return runs | session_calls.refresh(batch.project_id, "logs", log_rows, keep)
     except DataError as exc:
         raise BadBatch(f"the database refused a value: {str(exc).splitlines()[0]}") from exc
+
+
+def _without_log_content(row: dict) -> dict:
+    attributes = row["attributes"]
+    if not any(key in attributes for key in families.LOG_CONTENT_KEYS):
+        return row
+    kept = {key: value for key, value in attributes.items() if key not in families.LOG_CONTENT_KEYS}
+    return {**row, "attributes": {**kept, "ctxview.content_dropped": True}}
 
 
 def _digest(value) -> str:

@@ -5,8 +5,18 @@ line in ``FAMILIES``; ``ingest.normalise`` and ``ingest.usage`` read every famil
 Where two families could read the same span, the earlier one's reading wins.
 """
 
-from ingest.families import logfire, openinference, openllmetry, otel_events, otel_genai, pydantic_ai
-from ingest.families.base import AGENT, MODEL_CALL, TOOL, Family, Read
+from ingest.families import (
+    claude_code,
+    codex,
+    gemini_cli,
+    logfire,
+    openinference,
+    openllmetry,
+    otel_events,
+    otel_genai,
+    pydantic_ai,
+)
+from ingest.families.base import AGENT, MODEL_CALL, TOOL, Family, Read, SessionCall, Sessions
 from ingest.families.messages import Event
 
 FAMILIES: tuple[Family, ...] = (
@@ -16,14 +26,23 @@ FAMILIES: tuple[Family, ...] = (
     otel_events.FAMILY,  # only where no family found messages on the span itself
     pydantic_ai.FAMILY,
     logfire.FAMILY,
+    # The coding CLIs: calls assembled per session from their logs and spans (ingest.sessions).
+    claude_code.FAMILY,
+    codex.FAMILY,
+    gemini_cli.FAMILY,
 )
+
+# The families whose calls are assembled per session, not read span by span.
+SESSION_FAMILIES: tuple[Family, ...] = tuple(family for family in FAMILIES if family.sessions is not None)
 
 # When families disagree on what a span is (a span carrying two families' marks), the model call wins.
 _PRIORITY = {MODEL_CALL: 0, TOOL: 1, AGENT: 2}
 
 
 def classify(name: str, attributes: dict) -> str | None:
-    """model_call, tool, agent, or None for spans no family interprets."""
+    """model_call, tool, agent, or None for spans no family interprets (or that a CLI family assembles)."""
+    if any(family.claims_span(name, attributes) for family in SESSION_FAMILIES):
+        return None
     best = None
     for family in FAMILIES:
         kind = family.kind_of(name, attributes)
@@ -101,6 +120,7 @@ OTHER_CONTENT_KEYS: tuple[str, ...] = _joined("other_content_keys")
 OTHER_CONTENT_PREFIXES: tuple[str, ...] = _joined("other_content_prefixes")
 CONTENT_EVENTS = frozenset(_joined("content_events"))
 CONTENT_LOG_EVENTS = frozenset(_joined("content_log_events"))
+LOG_CONTENT_KEYS: tuple[str, ...] = _joined("log_content_keys")
 
 INPUT_TOKENS = _usage_keys("input")
 OUTPUT_TOKENS = _usage_keys("output")
@@ -118,14 +138,18 @@ __all__ = [
     "CONTENT_PREFIXES",
     "FAMILIES",
     "INPUT_TOKENS",
+    "LOG_CONTENT_KEYS",
     "MODEL_CALL",
     "OTHER_CONTENT_KEYS",
     "OTHER_CONTENT_PREFIXES",
     "OUTPUT_TOKENS",
     "REASONING_TOKENS",
+    "SESSION_FAMILIES",
     "TOOL",
     "Event",
     "Family",
+    "SessionCall",
+    "Sessions",
     "classify",
     "content_attributes",
     "context_edits",

@@ -7,6 +7,7 @@ leaves out, per provider, is the table in ``ingest.families.providers``. The reg
 (``ingest.families``) lists the families in order of preference.
 """
 
+import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,6 +51,41 @@ class UsageKeys:
     reasoning: tuple[str, ...] = ()
 
 
+def synthetic_id(size: int, *parts: str) -> str:
+    """A stable hex id (``size`` characters) for a call that no span names: the same parts, the same id."""
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:size]
+
+
+@dataclass(frozen=True)
+class SessionCall:
+    """One model request, assembled from a CLI session's stored spans and log records."""
+
+    row: dict  # span-shaped (as ``otlp.spans`` yields) for ``normalise.call_record``; its ids are stable
+    resource: dict
+    turn_key: str  # the CLI's own turn (prompt, turn id, trace): a new value starts a new turn
+    reported: dict  # figures as the CLI reported them (its cost included), kept beside ours
+
+
+@dataclass(frozen=True)
+class Sessions:
+    """How a coding CLI's calls are assembled: from a whole session's rows, whatever arrived first.
+
+    A call may be born from a log record alone (Claude Code's default, Codex) or from a span, and
+    completed by the other when it arrives; assembling from every stored row of the session makes the
+    result independent of arrival order."""
+
+    log_key: str  # the attribute that names the session on log records
+    span_key: str  # ... and on spans
+    log_events: frozenset[str]  # the ``event.name`` values read
+    span_names: frozenset[str]
+    assemble: Callable[[list[dict], list[dict]], list[SessionCall]]  # (spans, logs) -> calls, in order
+    call_names: frozenset[str]  # the names its calls get (the run's calls it owns)
+    no_content_note: str = ""  # what to turn on to see the window
+    # Log events too big to read whole for every batch -> the attributes read of those that came long
+    # before the batch (their calls are not made again; the assembly needs only these attributes).
+    heavy_log_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Family:
     name: str
@@ -86,3 +122,9 @@ class Family:
     # attributes -> what the provider or the framework did to this call's context before the model saw
     # it (Anthropic's context editing, a compaction): each {"type": ..., "<cleared_…>": count}.
     context_edits: Callable[[dict], list[dict]] | None = None
+    # A coding CLI: calls assembled per session from its spans and log records (``ingest.sessions``).
+    sessions: Sessions | None = None
+    # (span name, attributes) -> whether this family assembles that span itself (no call of its own).
+    claims_span: Callable[[str, dict], bool] = _never
+    # Attributes of its log records that carry content: emptied for hash-only projects.
+    log_content_keys: tuple[str, ...] = ()

@@ -16,10 +16,12 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from ctxview import demo
+from ctxview.demo import cli
 from ctxview.management.commands.demo import Command as DemoCommand
 from ingest.keys import project_for_key
 from ingest.models import Call, IngestKey, Project, Run
 from tests import otel, services
+from tests.cli import view
 
 
 @pytest.fixture(scope="module")
@@ -32,14 +34,14 @@ def test_the_demo_sends_three_runs_that_the_api_and_the_ui_show(live_server, cli
     call_command("demo", url=live_server.url, key=key, stdout=out)
     assert "sent the demo run demo-incident-turn-40: 57 calls" in out.getvalue()
 
-    runs = {run.key: run for run in Run.objects.filter(project=project)}
+    runs = {run.key: run for run in Run.objects.filter(project=project, key__startswith="demo-")}
     assert {key: (run.call_count, run.turn_count) for key, run in runs.items()} == {
         "demo-incident-turn-40": (57, 40),
         "demo-migration-200-files": (80, 3),
         "demo-order-service-timeout": (24, 10),
     }
     body = client.get("/api/v1/runs", HTTP_AUTHORIZATION=f"Bearer {key}").json()
-    assert {run["key"] for run in body["runs"]} == set(runs)
+    assert {run["key"] for run in body["runs"]} >= set(runs)
     client.force_login(alice)
     page = client.get(f"/projects/{project.slug}/runs/").content.decode()
     assert all(run_key in page for run_key in runs)
@@ -67,6 +69,20 @@ def test_the_demo_sends_three_runs_that_the_api_and_the_ui_show(live_server, cli
     )
     # Usage follows the prefix-cache model: the totals add up on every call.
     assert all(call.uncached + call.cache_write + call.cache_read == call.prompt_total for call in calls)
+
+
+def test_the_demo_sends_a_run_per_coding_cli_recording(live_server, project, key):
+    out = StringIO()
+    call_command("demo", url=live_server.url, key=key, stdout=out)
+    for name in cli.RECORDINGS:
+        recording = view.load(name)
+        run = Run.objects.get(project=project, key=cli.session_of(recording))
+        assert f"sent the coding CLI recording {name} ({run.key})" in out.getvalue()
+        assert (run.call_count, run.turn_count) == (len(view.model_requests(recording)), 2)
+        assert run.analysed_seq == run.call_count
+    claude = Run.objects.get(project=project, agent_name="claude-code")
+    assert claude.calls.filter(agent_name="general-purpose").count() == 2
+    assert all(call.items for call in claude.calls.all())
 
 
 def findings(run) -> list[tuple]:

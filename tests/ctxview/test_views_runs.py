@@ -136,6 +136,16 @@ def test_an_empty_project_says_how_to_send_runs(viewer_client, inspect):
     assert "No runs yet" in body and "OTEL_EXPORTER_OTLP_ENDPOINT=http://testserver/" in body
 
 
+def test_an_empty_project_says_how_to_point_each_coding_cli_at_it(viewer_client, inspect):
+    factories.project_with_key("empty", owner=inspect.viewer)
+    body = viewer_client.get("/projects/empty/runs/").content.decode()
+    assert "Point your coding agent at ctxview" in body
+    assert "BETA_TRACING_ENDPOINT=http://testserver/" in body  # Claude Code, detailed mode
+    assert 'endpoint = "http://testserver/v1/logs"' in body  # Codex config.toml
+    assert '"otlpEndpoint": "http://testserver/"' in body  # Gemini CLI settings.json
+    assert "What detailed mode sends" in body
+
+
 def test_filters_that_match_nothing_say_so(viewer_client, inspect):
     body = viewer_client.get(f"{URL}?since=2030-01-01").content.decode()
     assert "No run matches these filters" in body

@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from ctxview import demo
+from ctxview.demo import cli
 from ingest.keys import create_key
 from ingest.models import IngestKey, Membership, Project, Run
 
@@ -129,6 +130,8 @@ class Command(BaseCommand):
     def _send(self, url: str, key: str, skip: set[str] = frozenset()) -> None:
         for run_id, calls in demo.send(url, key, skip).items():
             self.stdout.write(f"sent the demo run {run_id}: {calls} calls")
+        for session, exports in cli.send(url, key, skip).items():
+            self.stdout.write(f"sent the coding CLI recording {session}: {exports} OTLP exports")
 
     def _print_welcome(self, url: str, grpc_target: str, key: str) -> None:
         database = settings.DATABASES["default"]["NAME"]
