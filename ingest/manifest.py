@@ -39,7 +39,7 @@ def _text(value: Any, where: str, required: bool = False, limit: int = MAX_TEXT)
         )
     if len(value) > limit:
         raise ManifestError(f"{where} is longer than {limit} characters")
-    return value
+    return otlp.storable_text(value)
 
 
 MAX_COUNT = 2**31 - 1  # token and turn columns are 32-bit

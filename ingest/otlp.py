@@ -381,7 +381,8 @@ def _text(value: str) -> str:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _storable_text(value: str) -> str:
+def storable_text(value: str) -> str:
+    """The text with what PostgreSQL cannot store (NUL, lone surrogates) replaced by U+FFFD."""
     value = _text(value)
     try:
         value.encode("utf-8")
@@ -411,11 +412,11 @@ def json_value(text: str) -> Any:
         container, key = pending.pop()
         item = container[key]
         if isinstance(item, str):
-            container[key] = _storable_text(item)
+            container[key] = storable_text(item)
         elif isinstance(item, list):
             pending.extend((item, index) for index in range(len(item)))
         elif isinstance(item, dict):
-            container[key] = item = {_storable_text(name): child for name, child in item.items()}
+            container[key] = item = {storable_text(name): child for name, child in item.items()}
             pending.extend((item, name) for name in item)
     return root[0]
 
