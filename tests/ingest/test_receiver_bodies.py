@@ -121,11 +121,9 @@ def test_the_real_exporter_still_delivers(web, key):
 def test_many_small_gzip_members_are_read_in_linear_time(web, key):
     # 6 MB of empty gzip members, then the export: the old decompress took about a minute here.
     body = gzip.compress(b"") * 300_000 + gzip.compress(factories.trace_request(spans=2).SerializeToString())
-    started = time.monotonic()
+    # (That it is linear is counted in tests/ingest/test_otlp.py; here: the server reads it all.)
     response = requests.post(f"{web[1]}/v1/traces", data=body, headers=headers(key, True), timeout=120)
-    seconds = time.monotonic() - started
     assert response.status_code == 200, response.content
-    assert seconds < 15, f"{len(body)} bytes of gzip members took {seconds:.1f} s"
     wait_for_spans(2)
 
 
