@@ -26,7 +26,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 OPENAI_CHAT = "/v1/chat/completions"
+OPENAI_RESPONSES = "/v1/responses"
 ANTHROPIC_MESSAGES = "/v1/messages"
+RESPONSES_ECHOED = ("instructions", "tools", "tool_choice", "parallel_tool_calls", "temperature", "top_p")
+GEMINI_GENERATE = "/v1beta/models/{model}:generateContent"
 CREATED = 1_767_225_600  # a fixed "created" timestamp for OpenAI replies
 # output_tokens in a streamed message_start, as the real API sends a small non-zero count there.
 STREAM_START_OUTPUT_TOKENS = 1
@@ -153,6 +156,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._record_and_fail(body, error)
             return
         streamed = isinstance(body, dict) and bool(body.get("stream"))
+        if streamed and path not in (OPENAI_CHAT, ANTHROPIC_MESSAGES):
+            # Only Chat Completions and Messages streams are scripted; fail loudly rather than drift.
+            self._record_and_fail(body, f"the fake does not stream {path}")
+            return
         self.fake.requests.append(
             RecordedRequest("POST", path, dict(self.headers.items()), body, streamed=streamed)
         )
@@ -164,7 +171,13 @@ class _Handler(BaseHTTPRequestHandler):
                 payload = openai_sse(reply.body, include_usage=include_usage)
             self._send(reply.status, payload, "text/event-stream; charset=utf-8")
         else:
-            self._send(reply.status, json.dumps(reply.body).encode(), "application/json")
+            reply_body = reply.body
+            if path == OPENAI_RESPONSES and isinstance(body, dict):
+                # The real Responses API echoes the request's settings; instrumentations read the
+                # instructions and tools from the response object, not from the request.
+                echoed = {name: body[name] for name in RESPONSES_ECHOED if body.get(name) is not None}
+                reply_body = reply_body | echoed
+            self._send(reply.status, json.dumps(reply_body).encode(), "application/json")
 
     def _record_and_fail(self, body, error: str | None) -> None:
         self.fake.requests.append(
@@ -357,3 +370,119 @@ def anthropic_sse(body: dict[str, Any]) -> bytes:
     )
     event("message_stop")
     return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+# ---------------------------------------------------------------------------------------------
+# OpenAI Responses (the default API of openai-agents)
+# ---------------------------------------------------------------------------------------------
+def responses_usage(
+    input_tokens: int, output_tokens: int, cached_tokens: int = 0, reasoning_tokens: int = 0
+) -> dict[str, Any]:
+    """A ``ResponseUsage`` body: ``input_tokens`` includes ``cached_tokens``, output includes reasoning."""
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": cached_tokens},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+        "total_tokens": input_tokens + output_tokens,
+    }
+
+
+def responses_reply(
+    *,
+    id: str,
+    model: str,
+    usage: dict[str, Any],
+    text: str | None = None,
+    tool_calls: list[tuple[str, str, dict]] | None = None,
+) -> Reply:
+    """A completed ``response``: function_call items given as (call id, name, arguments), or a message."""
+    output: list[dict[str, Any]] = []
+    for number, (call_id, name, arguments) in enumerate(tool_calls or [], 1):
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{id}_{number}",
+                "call_id": call_id,
+                "name": name,
+                "arguments": json.dumps(arguments),
+                "status": "completed",
+            }
+        )
+    if text is not None:
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_{id}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        )
+    body = {
+        "id": id,
+        "object": "response",
+        "created_at": CREATED,
+        "status": "completed",
+        "model": model,
+        "output": output,
+        "usage": usage,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "metadata": {},
+        "parallel_tool_calls": True,
+        "temperature": 1.0,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": 1.0,
+        "text": {"format": {"type": "text"}},
+        "truncation": "disabled",
+    }
+    return Reply(OPENAI_RESPONSES, body)
+
+
+# ---------------------------------------------------------------------------------------------
+# Google Gemini generateContent (google-genai, Gemini API)
+# ---------------------------------------------------------------------------------------------
+def gemini_usage(
+    prompt_tokens: int, candidates_tokens: int, cached_tokens: int = 0, thoughts_tokens: int = 0
+) -> dict[str, Any]:
+    """A ``usageMetadata`` body: the prompt includes the cached content; candidates exclude thoughts."""
+    usage = {
+        "promptTokenCount": prompt_tokens,
+        "candidatesTokenCount": candidates_tokens,
+        "totalTokenCount": prompt_tokens + candidates_tokens + thoughts_tokens,
+    }
+    if cached_tokens:
+        usage["cachedContentTokenCount"] = cached_tokens
+    if thoughts_tokens:
+        usage["thoughtsTokenCount"] = thoughts_tokens
+    return usage
+
+
+def gemini_reply(
+    *,
+    id: str,
+    model: str,
+    usage: dict[str, Any],
+    text: str | None = None,
+    tool_calls: list[tuple[str, str, dict]] | None = None,
+    model_version: str | None = None,
+) -> Reply:
+    """A ``GenerateContentResponse`` with one candidate: text, or functionCall parts (Gemini has no ids).
+
+    ``model`` is the requested model (it is part of the path); ``model_version`` what the reply names.
+    """
+    parts: list[dict[str, Any]] = [
+        {"functionCall": {"name": name, "args": arguments}} for _id, name, arguments in tool_calls or []
+    ]
+    if text is not None:
+        parts.append({"text": text})
+    body = {
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": usage,
+        "modelVersion": model_version or model,
+        "responseId": id,
+    }
+    return Reply(GEMINI_GENERATE.format(model=model), body)

@@ -30,15 +30,22 @@ from tests.instrumented import fake_providers as fp
 from tests.instrumented.scenarios import (
     ANTHROPIC_MODEL,
     ANTHROPIC_RESPONSE_MODEL,
+    BILLING_INSTRUCTIONS,
+    CUSTOMER,
+    EXPERT_INSTRUCTIONS,
+    GEMINI_MODEL,
+    GEMINI_RESPONSE_MODEL,
+    INVOICE,
     OPENAI_MODEL,
     OPENAI_RESPONSE_MODEL,
+    ORCHESTRATOR_INSTRUCTIONS,
+    PLANNER_INSTRUCTIONS,
     RESULT_MARKER,
     SCENARIOS,
     SYSTEM_PROMPT,
     TOOL_RESULTS,
     TOOLS,
-    USER_TURNS,
-    CallScript,
+    TRIAGE_INSTRUCTIONS,
     Scenario,
     ScenarioError,
     canonical_usage,
@@ -60,6 +67,7 @@ SAFETY_ENV = {
     "no_proxy": "127.0.0.1,localhost,::1",
     "OPENAI_API_KEY": "sk-fake-test",
     "ANTHROPIC_API_KEY": "sk-ant-fake-test",
+    "GOOGLE_API_KEY": "fake-gemini-key",
     "OTEL_METRICS_EXPORTER": "none",
     "OTEL_TRACES_EXPORTER": "none",
     "OTEL_LOGS_EXPORTER": "none",
@@ -208,6 +216,19 @@ def instrument(scenario: Scenario, telemetry: Telemetry) -> None:
         from pydantic_ai import Agent
 
         Agent.instrument_all()  # uses the global tracer provider set above
+    elif scenario.instrumentation == "openinference-openai-agents":
+        from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+        # Exclusive (the default): replaces the SDK's own processor, which would upload to OpenAI.
+        OpenAIAgentsInstrumentor().instrument(**providers)
+    elif scenario.instrumentation == "google-genai":
+        from opentelemetry.instrumentation.google_genai import GoogleGenAiSdkInstrumentor
+
+        GoogleGenAiSdkInstrumentor().instrument(**providers, logger_provider=telemetry.logger_provider)
+    elif scenario.instrumentation == "openllmetry-openai":
+        from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+
+        OpenAIInstrumentor().instrument(**providers, logger_provider=telemetry.logger_provider)
     else:
         raise ValueError(f"unknown instrumentation {scenario.instrumentation!r}")
 
@@ -218,7 +239,28 @@ def instrument(scenario: Scenario, telemetry: Telemetry) -> None:
 def scripted_replies(scenario: Scenario) -> list[fp.Reply]:
     replies = []
     for call in scenario.calls:
-        if scenario.provider == "openai":
+        if scenario.provider == "openai-responses":
+            replies.append(
+                fp.responses_reply(
+                    id=call.response_id,
+                    model=OPENAI_RESPONSE_MODEL,
+                    usage=call.usage,
+                    text=call.text,
+                    tool_calls=list(call.tool_calls),
+                )
+            )
+        elif scenario.provider == "gemini":
+            replies.append(
+                fp.gemini_reply(
+                    id=call.response_id,
+                    model=GEMINI_MODEL,
+                    model_version=GEMINI_RESPONSE_MODEL,
+                    usage=call.usage,
+                    text=call.text,
+                    tool_calls=list(call.tool_calls),
+                )
+            )
+        elif scenario.provider == "openai":
             replies.append(
                 fp.openai_reply(
                     id=call.response_id,
@@ -241,10 +283,10 @@ def scripted_replies(scenario: Scenario) -> list[fp.Reply]:
     return replies
 
 
-def _turns(calls: tuple[CallScript, ...]):
+def _turns(scenario: Scenario):
     """(turn number, user text, the scripted calls of that turn)."""
-    for number, text in enumerate(USER_TURNS, 1):
-        yield number, text, [call for call in calls if call.turn == number]
+    for number, text in enumerate(scenario.user_turns, 1):
+        yield number, text, [call for call in scenario.calls if call.turn == number]
 
 
 def drive_openai_sdk(scenario: Scenario, fake: fp.FakeProvider, tracer) -> None:
@@ -253,17 +295,20 @@ def drive_openai_sdk(scenario: Scenario, fake: fp.FakeProvider, tracer) -> None:
     client = openai.OpenAI(base_url=fake.openai_base_url, api_key="sk-fake-test", max_retries=0)
     tools = [{"type": "function", "function": tool} for tool in TOOLS]
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}]
-    for number, text, calls in _turns(scenario.calls):
+    for number, text, calls in _turns(scenario):
         with tracer.start_as_current_span("agent turn", attributes={"app.turn.index": number}):
             messages.append({"role": "user", "content": text})
-            for _ in calls:
-                response = client.chat.completions.create(
-                    model=OPENAI_MODEL, messages=list(messages), tools=tools, temperature=0.2
-                )
-                message = response.choices[0].message
-                assistant: dict[str, Any] = {"role": "assistant", "content": message.content}
-                if message.tool_calls:
-                    assistant["tool_calls"] = [
+            for call in calls:
+                request = dict(model=OPENAI_MODEL, messages=list(messages), tools=tools, temperature=0.2)
+                if call.stream:
+                    stream = client.chat.completions.create(
+                        **request, stream=True, stream_options={"include_usage": True}
+                    )
+                    content, tool_calls = _read_chat_stream(stream)
+                else:
+                    message = client.chat.completions.create(**request).choices[0].message
+                    content = message.content
+                    tool_calls = [
                         {
                             "id": tool_call.id,
                             "type": "function",
@@ -272,12 +317,34 @@ def drive_openai_sdk(scenario: Scenario, fake: fp.FakeProvider, tracer) -> None:
                                 "arguments": tool_call.function.arguments,
                             },
                         }
-                        for tool_call in message.tool_calls
+                        for tool_call in message.tool_calls or []
                     ]
+                assistant: dict[str, Any] = {"role": "assistant", "content": content}
+                if tool_calls:
+                    assistant["tool_calls"] = tool_calls
                 messages.append(assistant)
-                for tool_call in message.tool_calls or []:
-                    result = TOOL_RESULTS[tool_call.function.name]
-                    messages.append({"role": "tool", "tool_call_id": tool_call.id, "content": result})
+                for tool_call in tool_calls:
+                    result = TOOL_RESULTS[tool_call["function"]["name"]]
+                    messages.append({"role": "tool", "tool_call_id": tool_call["id"], "content": result})
+
+
+def _read_chat_stream(stream) -> tuple[str | None, list[dict]]:
+    """Consume a Chat Completions stream to the end (so the instrumentation ends its span)."""
+    text: list[str] = []
+    calls: dict[int, dict] = {}
+    for chunk in stream:
+        for choice in chunk.choices:
+            if choice.delta.content:
+                text.append(choice.delta.content)
+            for delta in choice.delta.tool_calls or []:
+                entry = calls.setdefault(
+                    delta.index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+                )
+                entry["id"] = delta.id or entry["id"]
+                if delta.function is not None:
+                    entry["function"]["name"] += delta.function.name or ""
+                    entry["function"]["arguments"] += delta.function.arguments or ""
+    return ("".join(text) or None), [calls[index] for index in sorted(calls)]
 
 
 def drive_anthropic_sdk(scenario: Scenario, fake: fp.FakeProvider, tracer) -> None:
@@ -290,7 +357,7 @@ def drive_anthropic_sdk(scenario: Scenario, fake: fp.FakeProvider, tracer) -> No
         for tool in TOOLS
     ]
     messages: list[dict[str, Any]] = []
-    for number, text, calls in _turns(scenario.calls):
+    for number, text, calls in _turns(scenario):
         with tracer.start_as_current_span("agent turn", attributes={"app.turn.index": number}):
             messages.append({"role": "user", "content": text})
             for call in calls:
@@ -357,15 +424,178 @@ def drive_pydantic_ai(scenario: Scenario, fake: fp.FakeProvider, tracer) -> None
         return TOOL_RESULTS["get_time"]
 
     history = None
-    for _number, text, _calls in _turns(scenario.calls):
+    for _number, text, _calls in _turns(scenario):
         result = agent.run_sync(text, message_history=history)
         history = result.all_messages()
+
+
+def drive_openai_responses(scenario: Scenario, fake: fp.FakeProvider, tracer) -> None:
+    """The same conversation through ``client.responses.create``, the history kept as input items."""
+    import openai
+
+    client = openai.OpenAI(base_url=fake.openai_base_url, api_key="sk-fake-test", max_retries=0)
+    tools = [{"type": "function", **tool} for tool in TOOLS]
+    items: list[dict[str, Any]] = []
+    for number, text, calls in _turns(scenario):
+        with tracer.start_as_current_span("agent turn", attributes={"app.turn.index": number}):
+            items.append({"role": "user", "content": text})
+            for _ in calls:
+                response = client.responses.create(
+                    model=OPENAI_MODEL, instructions=SYSTEM_PROMPT, input=list(items), tools=tools
+                )
+                for item in response.output:
+                    items.append(item.model_dump(exclude_none=True))
+                    if item.type == "function_call":
+                        result = TOOL_RESULTS[item.name]
+                        items.append(
+                            {"type": "function_call_output", "call_id": item.call_id, "output": result}
+                        )
+
+
+def drive_google_genai(scenario: Scenario, fake: fp.FakeProvider, tracer) -> None:
+    """The conversation through ``client.models.generate_content``, tools declared, calls run by hand."""
+    from google import genai
+    from google.genai import types
+
+    client = genai.Client(api_key="fake-gemini-key", http_options=types.HttpOptions(base_url=fake.url))
+    config = types.GenerateContentConfig(
+        system_instruction=SYSTEM_PROMPT,
+        temperature=0.2,
+        tools=[types.Tool(function_declarations=[types.FunctionDeclaration(**tool) for tool in TOOLS])],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
+    contents: list[types.Content] = []
+    for number, text, calls in _turns(scenario):
+        with tracer.start_as_current_span("agent turn", attributes={"app.turn.index": number}):
+            contents.append(types.Content(role="user", parts=[types.Part.from_text(text=text)]))
+            for _ in calls:
+                response = client.models.generate_content(
+                    model=GEMINI_MODEL, contents=list(contents), config=config
+                )
+                contents.append(response.candidates[0].content)
+                results = [
+                    types.Part.from_function_response(
+                        name=part.function_call.name,
+                        response={"result": TOOL_RESULTS[part.function_call.name]},
+                    )
+                    for part in response.candidates[0].content.parts
+                    if part.function_call
+                ]
+                if results:
+                    contents.append(types.Content(role="user", parts=results))
+
+
+def _agents_model(fake: fp.FakeProvider):
+    """openai-agents' Responses model on a client of the fake (the SDK's default API)."""
+    from agents import OpenAIResponsesModel
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=fake.openai_base_url, api_key="sk-fake-test", max_retries=0)
+    return OpenAIResponsesModel(OPENAI_MODEL, openai_client=client)
+
+
+def _agents_tools():
+    from agents import function_tool
+
+    @function_tool
+    def lookup_customer(email: str) -> str:
+        """Find the customer account for an e-mail address."""
+        return json.dumps(CUSTOMER)
+
+    @function_tool
+    def get_invoice(month: str) -> str:
+        """The customer's invoice for a month, with its charges."""
+        return json.dumps(INVOICE)
+
+    return lookup_customer, get_invoice
+
+
+def drive_openai_agents_handoff(scenario: Scenario, fake: fp.FakeProvider, tracer) -> None:
+    import asyncio
+
+    from agents import Agent, Runner
+
+    model = _agents_model(fake)
+    lookup_customer, get_invoice = _agents_tools()
+    billing = Agent(name="billing_agent", instructions=BILLING_INSTRUCTIONS, tools=[get_invoice], model=model)
+    triage = Agent(
+        name="triage_agent",
+        instructions=TRIAGE_INSTRUCTIONS,
+        tools=[lookup_customer],
+        handoffs=[billing],
+        model=model,
+    )
+    asyncio.run(Runner.run(triage, scenario.user_turns[0]))
+
+
+def drive_openai_agents_as_tool(scenario: Scenario, fake: fp.FakeProvider, tracer) -> None:
+    import asyncio
+
+    from agents import Agent, Runner
+
+    model = _agents_model(fake)
+    lookup_customer, get_invoice = _agents_tools()
+    billing = Agent(name="billing_agent", instructions=BILLING_INSTRUCTIONS, tools=[get_invoice], model=model)
+    orchestrator = Agent(
+        name="orchestrator",
+        instructions=ORCHESTRATOR_INSTRUCTIONS,
+        tools=[
+            billing.as_tool(tool_name="ask_billing_agent", tool_description="Ask the billing agent."),
+            lookup_customer,
+        ],
+        model=model,
+    )
+    asyncio.run(Runner.run(orchestrator, scenario.user_turns[0]))
+
+
+def drive_pydantic_ai_delegation(scenario: Scenario, fake: fp.FakeProvider, tracer) -> None:
+    """The planner's tool runs the weather expert with ``usage=ctx.usage`` (pydantic-ai's delegation)."""
+    from anthropic import AsyncAnthropic
+    from pydantic_ai import Agent, RunContext
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    client = AsyncAnthropic(base_url=fake.anthropic_base_url, api_key="sk-ant-fake-test", max_retries=0)
+    model = AnthropicModel(ANTHROPIC_MODEL, provider=AnthropicProvider(anthropic_client=client))
+    expert = Agent(model, instructions=EXPERT_INSTRUCTIONS, name="weather_expert")
+    planner = Agent(model, instructions=PLANNER_INSTRUCTIONS, name="planner")
+
+    @expert.tool_plain
+    def get_weather(city: str) -> str:
+        """Current weather in a city."""
+        return TOOL_RESULTS["get_weather"]
+
+    async def ask_weather_expert(ctx: RunContext[None], question: str) -> str:
+        """Ask the weather expert a question."""
+        result = await expert.run(question, usage=ctx.usage)
+        return result.output
+
+    # This module's annotations are strings (PEP 563) that pydantic-ai resolves in the module's
+    # globals, where RunContext is not imported: give it the real objects.
+    ask_weather_expert.__annotations__ = {"ctx": RunContext[None], "question": str, "return": str}
+    planner.tool(ask_weather_expert)
+
+    if scenario.dynamic_instructions:
+        steps = iter(range(1, 100))
+
+        # Instructions are rendered for every request, so the planner's second call sends a new
+        # system prompt: a real cache break, unlike the switch to the expert and back.
+        @planner.instructions
+        def planning_step() -> str:
+            return f"Planning step {next(steps)}."
+
+    planner.run_sync(scenario.user_turns[0])
 
 
 DRIVERS = {
     "openai_sdk": drive_openai_sdk,
     "anthropic_sdk": drive_anthropic_sdk,
     "pydantic_ai": drive_pydantic_ai,
+    "openai_responses": drive_openai_responses,
+    "google_genai": drive_google_genai,
+    "openai_agents_handoff": drive_openai_agents_handoff,
+    "openai_agents_as_tool": drive_openai_agents_as_tool,
+    "pydantic_ai_delegation": drive_pydantic_ai_delegation,
 }
 
 
@@ -391,6 +621,33 @@ def execute(scenario: Scenario, endpoint: str | None, key: str | None, capture: 
         else:
             write_fixture(capture, scenario, telemetry, description)
     return description
+
+
+MODELS = {
+    "openai": {"request": OPENAI_MODEL, "response": OPENAI_RESPONSE_MODEL},
+    "openai-responses": {"request": OPENAI_MODEL, "response": OPENAI_RESPONSE_MODEL},
+    "anthropic": {"request": ANTHROPIC_MODEL, "response": ANTHROPIC_RESPONSE_MODEL},
+    "gemini": {"request": GEMINI_MODEL, "response": GEMINI_RESPONSE_MODEL},
+}
+
+
+def _system_prompt(body: Any) -> str | None:
+    """The system prompt a request sent, in any of the four APIs: what decides a genuine cache break."""
+    if not isinstance(body, dict):
+        return None
+    if "system" in body:  # Anthropic: a string or text blocks
+        system = body["system"]
+        return system if isinstance(system, str) else "".join(block.get("text", "") for block in system)
+    if "instructions" in body:  # Responses
+        return body["instructions"]
+    if "systemInstruction" in body:  # Gemini
+        return "".join(part.get("text", "") for part in body["systemInstruction"].get("parts", []))
+    for message in body.get("messages") or []:  # Chat Completions
+        if message.get("role") in ("system", "developer"):
+            return (
+                message["content"] if isinstance(message["content"], str) else json.dumps(message["content"])
+            )
+    return None
 
 
 def _hex(value: int, width: int) -> str:
@@ -458,6 +715,7 @@ def describe(scenario: Scenario, telemetry: Telemetry, fake: fp.FakeProvider, er
                 "response_id": script.response_id,
                 "streamed": provider_requests[index].streamed if index < len(provider_requests) else None,
                 "finish_reason": script.finish_reason,
+                "agent": script.agent,
                 "tool_calls": [{"id": i, "name": n, "arguments": a} for i, n, a in script.tool_calls],
                 "usage": script.usage,
                 "canonical": canonical_usage(scenario.provider, script.usage),
@@ -472,7 +730,7 @@ def describe(scenario: Scenario, telemetry: Telemetry, fake: fp.FakeProvider, er
         )
 
     turns = []
-    for number, text in enumerate(USER_TURNS, 1):
+    for number, text in enumerate(scenario.user_turns, 1):
         members = [call for call in calls if call["turn"] == number]
         turns.append(
             {
@@ -504,10 +762,7 @@ def describe(scenario: Scenario, telemetry: Telemetry, fake: fp.FakeProvider, er
         "env": scenario.env,
         "packages": versions,
         "service_name": f"instrumented-{scenario.name}",
-        "models": {
-            "request": OPENAI_MODEL if scenario.provider == "openai" else ANTHROPIC_MODEL,
-            "response": OPENAI_RESPONSE_MODEL if scenario.provider == "openai" else ANTHROPIC_RESPONSE_MODEL,
-        },
+        "models": MODELS[scenario.provider],
         "system_prompt": SYSTEM_PROMPT,
         "turns": turns,
         "calls": calls,
@@ -525,7 +780,12 @@ def describe(scenario: Scenario, telemetry: Telemetry, fake: fp.FakeProvider, er
         ],
         "log_records": log_summaries,
         "provider_requests": [
-            {"path": request.path, "streamed": request.streamed, "error": request.error}
+            {
+                "path": request.path,
+                "streamed": request.streamed,
+                "error": request.error,
+                "system": _system_prompt(request.body),
+            }
             for request in fake.requests
         ],
         "exported": counts,

@@ -29,6 +29,11 @@ tests.instrumented.app), so the calls of a turn share a trace; Pydantic AI makes
 
 Each call's reply carries its own usage figures (see ``OPENAI_CALLS`` and ``ANTHROPIC_CALLS``), all
 distinct, so a test can tell every call and every field apart.
+
+Issue 14's scenarios bring their own scripts (``Scenario.script``): the same conversation with other
+figures (zero cache figures, the Responses API, Gemini, every call streamed), or a one-turn multi-agent
+run (openai-agents handoff and agent-as-tool, pydantic-ai delegation) whose calls name their ``agent``.
+What ctxview should derive from those is in ``expected_agents.py``.
 """
 
 from __future__ import annotations
@@ -42,7 +47,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tests.instrumented.fake_providers import STREAM_START_OUTPUT_TOKENS, anthropic_usage, openai_usage
+from tests.instrumented.fake_providers import (
+    STREAM_START_OUTPUT_TOKENS,
+    anthropic_usage,
+    gemini_usage,
+    openai_usage,
+    responses_usage,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "data" / "otlp"
@@ -84,6 +95,8 @@ OPENAI_MODEL = "gpt-4.1-mini"
 OPENAI_RESPONSE_MODEL = "gpt-4.1-mini-2025-04-14"
 ANTHROPIC_MODEL = "claude-sonnet-4-5"
 ANTHROPIC_RESPONSE_MODEL = "claude-sonnet-4-5-20250929"
+GEMINI_MODEL = "gemini-2.5-flash"
+GEMINI_RESPONSE_MODEL = "gemini-2.5-flash-preview-05-20"
 
 
 @dataclass(frozen=True)
@@ -97,6 +110,7 @@ class CallScript:
     tool_calls: tuple[tuple[str, str, dict], ...] = ()  # (id, name, arguments)
     text: str | None = None
     stream: bool = False
+    agent: str | None = None  # the agent that makes the call, in the multi-agent scenarios
 
     @property
     def finish_reason(self) -> str:
@@ -166,6 +180,163 @@ ANTHROPIC_CALLS = (
     ),
 )
 
+# The same conversation with the same figures, every call streamed (stream_options.include_usage).
+OPENAI_STREAM_CALLS = tuple(replace(call, stream=True) for call in OPENAI_CALLS)
+
+# Anthropic with zero cache figures: call 1 only writes, calls 2 and 3 only read (nothing new is
+# written, so call 3 reads what call 1 wrote). The real API sends the zeros; instrumentations may not.
+ANTHROPIC_ZERO_CACHE_CALLS = (
+    replace(ANTHROPIC_CALLS[0], usage=anthropic_usage(312, 71, cache_creation_input_tokens=1824)),
+    replace(ANTHROPIC_CALLS[1], usage=anthropic_usage(398, 58, cache_read_input_tokens=1824)),
+    replace(ANTHROPIC_CALLS[2], usage=anthropic_usage(461, 133, cache_read_input_tokens=1824)),
+)
+
+# The Responses API (input_tokens includes cached_tokens; output includes reasoning).
+RESPONSES_CALLS = (
+    replace(OPENAI_CALLS[0], response_id="resp_fake_0001", usage=responses_usage(1412, 64, 256, 18)),
+    replace(OPENAI_CALLS[1], response_id="resp_fake_0002", usage=responses_usage(1531, 47, 1280, 9)),
+    replace(OPENAI_CALLS[2], response_id="resp_fake_0003", usage=responses_usage(1597, 112, 1408, 40)),
+)
+
+# Gemini: promptTokenCount includes cachedContentTokenCount; candidates exclude thoughts; zero
+# figures are left out of usageMetadata (as the real API does), so call 1 has no cached count.
+GEMINI_CALLS = (
+    replace(OPENAI_CALLS[0], response_id="gemini-fake-0001", usage=gemini_usage(1388, 52, 0, 21)),
+    replace(OPENAI_CALLS[1], response_id="gemini-fake-0002", usage=gemini_usage(1467, 39, 1024, 7)),
+    replace(OPENAI_CALLS[2], response_id="gemini-fake-0003", usage=gemini_usage(1549, 97, 1408, 0)),
+)
+
+# --- Multi-agent conversations (one user turn each) -------------------------------------------
+BILLING_QUESTION = "I was charged twice for my May invoice. My email is ana@example.com."
+CUSTOMER = {"customer_id": "cus_0042", "plan": "pro"}
+INVOICE = {"invoice": "INV-0519", "charges": 2, "amount_eur": 49}
+TRIAGE_INSTRUCTIONS = "You are the triage agent. Look the customer up, then hand billing questions over."
+BILLING_INSTRUCTIONS = "You are the billing agent. Check invoices with get_invoice and explain charges."
+ORCHESTRATOR_INSTRUCTIONS = "You are the support orchestrator. Ask the billing agent about any charge."
+BILLING_ANSWER = "INV-0519 was charged twice (2 x 49 EUR); the duplicate will be refunded."
+ORCHESTRATOR_ANSWER = "Billing confirms a duplicate charge on INV-0519; you will get 49 EUR back."
+
+# openai-agents, handoff: triage (its own tool) hands off to billing (its own tool) in one run.
+AGENTS_HANDOFF_CALLS = (
+    CallScript(
+        1,
+        1,
+        "resp_handoff_0001",
+        responses_usage(812, 31),
+        tool_calls=(("call_lookup", "lookup_customer", {"email": "ana@example.com"}),),
+        agent="triage_agent",
+    ),
+    CallScript(
+        1,
+        2,
+        "resp_handoff_0002",
+        responses_usage(905, 22, cached_tokens=768),
+        tool_calls=(("call_transfer", "transfer_to_billing_agent", {}),),
+        agent="triage_agent",
+    ),
+    CallScript(
+        1,
+        3,
+        "resp_handoff_0003",
+        responses_usage(1020, 35, reasoning_tokens=12),
+        tool_calls=(("call_invoice", "get_invoice", {"month": "May"}),),
+        agent="billing_agent",
+    ),
+    CallScript(
+        1,
+        4,
+        "resp_handoff_0004",
+        responses_usage(1107, 88, cached_tokens=1024),
+        text=BILLING_ANSWER,
+        agent="billing_agent",
+    ),
+)
+
+# openai-agents, agent as tool: the orchestrator calls the billing agent through billing.as_tool().
+AGENTS_AS_TOOL_CALLS = (
+    CallScript(
+        1,
+        1,
+        "resp_astool_0001",
+        responses_usage(760, 40),
+        tool_calls=(
+            ("call_ask_billing", "ask_billing_agent", {"input": "Duplicate May charge, ana@example.com"}),
+        ),
+        agent="orchestrator",
+    ),
+    CallScript(
+        1,
+        2,
+        "resp_astool_0002",
+        responses_usage(540, 28),
+        tool_calls=(("call_invoice", "get_invoice", {"month": "May"}),),
+        agent="billing_agent",
+    ),
+    CallScript(
+        1,
+        3,
+        "resp_astool_0003",
+        responses_usage(612, 57, cached_tokens=512),
+        text=BILLING_ANSWER,
+        agent="billing_agent",
+    ),
+    CallScript(
+        1,
+        4,
+        "resp_astool_0004",
+        responses_usage(880, 74, cached_tokens=768, reasoning_tokens=16),
+        text=ORCHESTRATOR_ANSWER,
+        agent="orchestrator",
+    ),
+)
+
+# pydantic-ai delegation: the planner's tool runs the weather expert (`usage=ctx.usage`).
+PLANNER_QUESTION = "Plan a walk in Paris tomorrow: will it rain?"
+PLANNER_INSTRUCTIONS = "You plan city walks. Ask the weather expert about the weather."
+EXPERT_INSTRUCTIONS = "You are a weather expert. Use get_weather for live data."
+EXPERT_ANSWER = "Light rain is expected in Paris tomorrow morning, dry after 14:00."
+PLANNER_ANSWER = "Walk in the afternoon: the rain should stop by 14:00. Take an umbrella anyway."
+
+
+def _delegation_calls(planner_rereads_cache: bool) -> tuple[CallScript, ...]:
+    if planner_rereads_cache:
+        last_usage = anthropic_usage(130, 96, cache_creation_input_tokens=260, cache_read_input_tokens=1500)
+    else:  # the planner's instructions changed: its prefix is written again from the start
+        last_usage = anthropic_usage(130, 96, cache_creation_input_tokens=1760)
+    return (
+        CallScript(
+            1,
+            1,
+            "msg_plan_0001",
+            anthropic_usage(210, 45, cache_creation_input_tokens=1500),
+            tool_calls=(
+                ("toolu_ask_expert", "ask_weather_expert", {"question": "Will it rain in Paris tomorrow?"}),
+            ),
+            agent="planner",
+        ),
+        CallScript(
+            1,
+            2,
+            "msg_plan_0002",
+            anthropic_usage(180, 30, cache_creation_input_tokens=1100),
+            tool_calls=(("toolu_weather", "get_weather", {"city": "Paris"}),),
+            agent="weather_expert",
+        ),
+        CallScript(
+            1,
+            3,
+            "msg_plan_0003",
+            anthropic_usage(95, 41, cache_creation_input_tokens=120, cache_read_input_tokens=1100),
+            text=EXPERT_ANSWER,
+            agent="weather_expert",
+        ),
+        CallScript(1, 4, "msg_plan_0004", last_usage, text=PLANNER_ANSWER, agent="planner"),
+    )
+
+
+DELEGATION_CALLS = _delegation_calls(planner_rereads_cache=True)
+DELEGATION_BREAK_CALLS = _delegation_calls(planner_rereads_cache=False)
+
 
 def canonical_usage(provider: str, usage: dict[str, Any]) -> dict[str, int | None]:
     """The provider's figures in ctxview's terms (conventions.md §6): what a normaliser should produce.
@@ -183,6 +354,27 @@ def canonical_usage(provider: str, usage: dict[str, Any]) -> dict[str, int | Non
             "cache_write": cache_write,
             "output": usage["output_tokens"],
             "reasoning": None,
+        }
+    if provider == "openai-responses":
+        cache_read = (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0
+        return {
+            "input_total": usage["input_tokens"],
+            "uncached_input": usage["input_tokens"] - cache_read,
+            "cache_read": cache_read,
+            "cache_write": 0,  # the Responses API reports no cache writes (conventions.md §6)
+            "output": usage["output_tokens"],
+            "reasoning": (usage.get("output_tokens_details") or {}).get("reasoning_tokens"),
+        }
+    if provider == "gemini":
+        cache_read = usage.get("cachedContentTokenCount") or 0
+        thoughts = usage.get("thoughtsTokenCount") or 0
+        return {
+            "input_total": usage["promptTokenCount"],
+            "uncached_input": usage["promptTokenCount"] - cache_read,
+            "cache_read": cache_read,
+            "cache_write": 0,  # explicit caches are created by a separate call (conventions.md §6)
+            "output": usage["candidatesTokenCount"] + thoughts,
+            "reasoning": thoughts,
         }
     prompt = usage.get("prompt_tokens_details") or {}
     completion = usage.get("completion_tokens_details") or {}
@@ -220,9 +412,14 @@ class Scenario:
     env: dict[str, str] = field(default_factory=dict)
     logs: bool = False  # whether content arrives as log records (at /v1/logs)
     summary: str = ""
+    script: tuple[CallScript, ...] | None = None  # the calls, when not the shared three-call conversation
+    user_turns: tuple[str, ...] = tuple(USER_TURNS)
+    dynamic_instructions: bool = False  # pydantic_ai_delegation: the planner's instructions count its steps
 
     @property
     def calls(self) -> tuple[CallScript, ...]:
+        if self.script is not None:
+            return self.script
         script = OPENAI_CALLS if self.provider == "openai" else ANTHROPIC_CALLS
         if self.driver == "anthropic_sdk":
             return script
@@ -241,6 +438,9 @@ _OPENAI_V2 = ("openai", "opentelemetry-instrumentation-openai-v2", "opentelemetr
 _OPENAI_V2_SCOPE = "opentelemetry.util.genai.handler"
 _OI_ANTHROPIC = ("anthropic", "openinference-instrumentation-anthropic")
 _OI_ANTHROPIC_SCOPE = "openinference.instrumentation.anthropic"
+_AGENTS = ("openai", "openai-agents", "openinference-instrumentation-openai-agents")
+_AGENTS_SCOPE = "openinference.instrumentation.openai_agents"
+_PYDANTIC_AI_ANTHROPIC = ("anthropic", "pydantic-ai-slim")
 _SCENARIO_LIST = [
     Scenario(
         "openai-v2-span",
@@ -340,6 +540,107 @@ _SCENARIO_LIST = [
         _NO_SDK_TRACING,
         summary="Pydantic AI Agent.instrument_all(), AnthropicModel (SDK tracing off; it streams every call)",
     ),
+    # --- Issue 14: multi-agent frameworks and instrumentation quirks ----------------------------
+    Scenario(
+        "openai-agents-handoff",
+        "openai-responses",
+        "openai_agents_handoff",
+        "openinference-openai-agents",
+        _AGENTS_SCOPE,
+        _AGENTS,
+        summary="openai-agents + OpenInference: triage agent hands off to the billing agent (Responses API)",
+        script=AGENTS_HANDOFF_CALLS,
+        user_turns=(BILLING_QUESTION,),
+    ),
+    Scenario(
+        "openai-agents-as-tool",
+        "openai-responses",
+        "openai_agents_as_tool",
+        "openinference-openai-agents",
+        _AGENTS_SCOPE,
+        _AGENTS,
+        summary="openai-agents + OpenInference: the orchestrator calls the billing agent via as_tool()",
+        script=AGENTS_AS_TOOL_CALLS,
+        user_turns=(BILLING_QUESTION,),
+    ),
+    Scenario(
+        "pydantic-ai-delegation",
+        "anthropic",
+        "pydantic_ai_delegation",
+        "pydantic-ai",
+        "pydantic-ai",
+        _PYDANTIC_AI_ANTHROPIC,
+        _NO_SDK_TRACING,
+        summary="Pydantic AI delegation: a tool of the planner runs the weather expert (usage=ctx.usage)",
+        script=DELEGATION_CALLS,
+        user_turns=(PLANNER_QUESTION,),
+    ),
+    Scenario(
+        "pydantic-ai-delegation-cachebreak",
+        "anthropic",
+        "pydantic_ai_delegation",
+        "pydantic-ai",
+        "pydantic-ai",
+        _PYDANTIC_AI_ANTHROPIC,
+        _NO_SDK_TRACING,
+        summary="Pydantic AI delegation; the planner's instructions count its steps: one real cache break",
+        script=DELEGATION_BREAK_CALLS,
+        user_turns=(PLANNER_QUESTION,),
+        dynamic_instructions=True,
+    ),
+    Scenario(
+        "openinference-anthropic-zerocache",
+        "anthropic",
+        "anthropic_sdk",
+        "openinference-anthropic",
+        _OI_ANTHROPIC_SCOPE,
+        _OI_ANTHROPIC,
+        _NO_SDK_TRACING,
+        summary="Arize OpenInference, Anthropic SDK: call 1 only writes the cache, calls 2 and 3 only read",
+        script=ANTHROPIC_ZERO_CACHE_CALLS,
+    ),
+    Scenario(
+        "google-genai",
+        "gemini",
+        "google_genai",
+        "google-genai",
+        _OPENAI_V2_SCOPE,  # util-genai emits the spans, as for openai-v2
+        ("google-genai", "opentelemetry-instrumentation-google-genai"),
+        _LATEST | {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"},
+        logs=True,  # one operation.details event per call even in SPAN_ONLY mode (usage, no content)
+        summary="official google-genai instrumentation, Gemini generateContent (cachedContentTokenCount)",
+        script=GEMINI_CALLS,
+    ),
+    Scenario(
+        "openai-v2-stream",
+        "openai",
+        "openai_sdk",
+        "openai-v2",
+        _OPENAI_V2_SCOPE,
+        _OPENAI_V2,
+        _LATEST | {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"},
+        summary="official openai-v2, every call streamed (include_usage), content on the span",
+        script=OPENAI_STREAM_CALLS,
+    ),
+    Scenario(
+        "openinference-openai-responses",
+        "openai-responses",
+        "openai_responses",
+        "openinference-openai",
+        "openinference.instrumentation.openai",
+        ("openai", "openinference-instrumentation-openai"),
+        summary="Arize OpenInference, OpenAI SDK, the Responses API (client.responses.create)",
+        script=RESPONSES_CALLS,
+    ),
+    Scenario(
+        "openllmetry-openai",
+        "openai",
+        "openai_sdk",
+        "openllmetry-openai",
+        "opentelemetry.instrumentation.openai.v1",
+        ("openai", "opentelemetry-instrumentation-openai"),
+        summary="Traceloop OpenLLMetry, OpenAI SDK (Chat Completions)",
+    ),
 ]
 SCENARIOS: dict[str, Scenario] = {scenario.name: scenario for scenario in _SCENARIO_LIST}
 
@@ -399,9 +700,19 @@ def child_environment() -> dict[str, str]:
     """The parent's environment without anything that would change what an instrumentation emits.
 
     ``run.py`` sets the scenario's own variables; here inherited OTEL_*, TRACELOOP_*, OPENINFERENCE_*
-    and provider settings are dropped, so a developer's shell cannot change a scenario.
+    and provider settings (OPENAI_, ANTHROPIC_, GOOGLE_, GEMINI_) are dropped, so a developer's shell
+    cannot change a scenario.
     """
-    dropped_prefixes = ("OTEL_", "TRACELOOP_", "OPENINFERENCE_", "OPENAI_", "ANTHROPIC_", "LOGFIRE_")
+    dropped_prefixes = (
+        "OTEL_",
+        "TRACELOOP_",
+        "OPENINFERENCE_",
+        "OPENAI_",
+        "ANTHROPIC_",
+        "LOGFIRE_",
+        "GOOGLE_",
+        "GEMINI_",
+    )
     environment = {k: v for k, v in os.environ.items() if not k.startswith(dropped_prefixes)}
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     return environment
@@ -421,6 +732,12 @@ def is_model_call(attributes: dict[str, Any]) -> bool:
 # ---------------------------------------------------------------------------------------------
 def _anthropic_total_input(usage: dict[str, Any]) -> int:
     return usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"]
+
+
+def _non_zero(expected: dict[str, int], optional: dict[str, int]) -> tuple[dict[str, int], tuple[str, ...]]:
+    """``expected`` plus the ``optional`` figures that are not 0; the zero ones' names as absent."""
+    present = {name: value for name, value in optional.items() if value}
+    return expected | present, tuple(name for name in optional if name not in present)
 
 
 def raw_usage_attributes(scenario: Scenario, call: dict[str, Any], scope: str | None = None):
@@ -444,7 +761,7 @@ def raw_usage_attributes(scenario: Scenario, call: dict[str, Any], scope: str | 
         }, ("gen_ai.usage.cache_creation.input_tokens",)
 
     instrumentation = scenario.instrumentation
-    if instrumentation == "openai-v2":
+    if instrumentation == "openai-v2":  # streamed or not
         # Chat Completions: only prompt/completion; cached and reasoning tokens are dropped.
         return {
             "gen_ai.usage.input_tokens": usage["prompt_tokens"],
@@ -455,6 +772,19 @@ def raw_usage_attributes(scenario: Scenario, call: dict[str, Any], scope: str | 
             "gen_ai.usage.cache_write.input_tokens",
             "gen_ai.usage.reasoning.output_tokens",
         )
+    if instrumentation in ("openinference-openai-agents", "openinference-openai") and (
+        scenario.provider == "openai-responses"
+    ):
+        # Responses API: cached and reasoning figures are sent even when 0; no cache write.
+        return {
+            "llm.token_count.prompt": usage["input_tokens"],
+            "llm.token_count.completion": usage["output_tokens"],
+            "llm.token_count.total": usage["total_tokens"],
+            "llm.token_count.prompt_details.cache_read": usage["input_tokens_details"]["cached_tokens"],
+            "llm.token_count.completion_details.reasoning": usage["output_tokens_details"][
+                "reasoning_tokens"
+            ],
+        }, ("llm.token_count.prompt_details.cache_write",)
     if instrumentation == "openinference-openai":
         details = usage["prompt_tokens_details"]
         expected = {
@@ -472,13 +802,50 @@ def raw_usage_attributes(scenario: Scenario, call: dict[str, Any], scope: str | 
         return expected, ("llm.token_count.prompt_details.cache_write",)
     if instrumentation == "openinference-anthropic":
         total_input = _anthropic_total_input(usage)
-        return {
+        expected = {
             "llm.token_count.prompt": total_input,  # includes both cache buckets
             "llm.token_count.completion": usage["output_tokens"],
             "llm.token_count.total": total_input + usage["output_tokens"],
-            "llm.token_count.prompt_details.cache_read": usage["cache_read_input_tokens"],
-            "llm.token_count.prompt_details.cache_write": usage["cache_creation_input_tokens"],
-        }, ()
+        }
+        # A cache figure of 0 is left out, although the API sends it.
+        return _non_zero(
+            expected,
+            {
+                "llm.token_count.prompt_details.cache_read": usage["cache_read_input_tokens"],
+                "llm.token_count.prompt_details.cache_write": usage["cache_creation_input_tokens"],
+            },
+        )
+    if instrumentation == "google-genai":
+        thoughts = usage.get("thoughtsTokenCount", 0)
+        expected = {
+            "gen_ai.usage.input_tokens": usage["promptTokenCount"],  # includes the cached content
+            "gen_ai.usage.output_tokens": usage["candidatesTokenCount"] + thoughts,
+        }
+        expected, absent = _non_zero(
+            expected,
+            {
+                "gen_ai.usage.cache_read.input_tokens": usage.get("cachedContentTokenCount", 0),
+                "gen_ai.usage.reasoning.output_tokens": thoughts,
+            },
+        )
+        return expected, (
+            *absent,
+            "gen_ai.usage.cache_creation.input_tokens",
+            "gen_ai.usage.cache_write.input_tokens",
+        )
+    if instrumentation == "openllmetry-openai":
+        details = usage["prompt_tokens_details"]
+        return {
+            "gen_ai.usage.input_tokens": usage["prompt_tokens"],
+            "gen_ai.usage.output_tokens": usage["completion_tokens"],
+            "gen_ai.usage.total_tokens": usage["total_tokens"],
+            "gen_ai.usage.cache_read.input_tokens": details["cached_tokens"],
+            "gen_ai.usage.reasoning_tokens": usage["completion_tokens_details"]["reasoning_tokens"],
+        }, (  # cache_write_tokens is dropped even when sent; reasoning only under the old name
+            "gen_ai.usage.cache_creation.input_tokens",
+            "gen_ai.usage.cache_write.input_tokens",
+            "gen_ai.usage.reasoning.output_tokens",
+        )
     if instrumentation == "openllmetry-anthropic":
         total_input = _anthropic_total_input(usage)
         # Streaming: it adds message_delta's cumulative output_tokens to message_start's (a bug).
@@ -495,12 +862,19 @@ def raw_usage_attributes(scenario: Scenario, call: dict[str, Any], scope: str | 
             expected = {
                 "gen_ai.usage.input_tokens": _anthropic_total_input(usage),
                 "gen_ai.usage.output_tokens": usage["output_tokens"],
-                "gen_ai.usage.cache_read.input_tokens": usage["cache_read_input_tokens"],
-                "gen_ai.usage.cache_creation.input_tokens": usage["cache_creation_input_tokens"],
-                "gen_ai.usage.details.cache_read_tokens": usage["cache_read_input_tokens"],
-                "gen_ai.usage.details.cache_write_tokens": usage["cache_creation_input_tokens"],
+                # the provider's own key is kept even when 0
+                "gen_ai.usage.details.cache_read_input_tokens": usage["cache_read_input_tokens"],
             }
-            return expected, ("gen_ai.usage.cache_write.input_tokens",)
+            expected, absent = _non_zero(
+                expected,
+                {
+                    "gen_ai.usage.cache_read.input_tokens": usage["cache_read_input_tokens"],
+                    "gen_ai.usage.cache_creation.input_tokens": usage["cache_creation_input_tokens"],
+                    "gen_ai.usage.details.cache_read_tokens": usage["cache_read_input_tokens"],
+                    "gen_ai.usage.details.cache_write_tokens": usage["cache_creation_input_tokens"],
+                },
+            )
+            return expected, (*absent, "gen_ai.usage.cache_write.input_tokens")
         details = usage["prompt_tokens_details"]
         reasoning = usage["completion_tokens_details"]["reasoning_tokens"]
         expected = {
