@@ -27,6 +27,10 @@ PROVIDER = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system
 RESPONSE_ID = ("gen_ai.response.id", "llm.response.id")
 FINISH_REASONS = ("gen_ai.response.finish_reasons", "llm.finish_reason", "gen_ai.response.finish_reason")
 AGENT_NAME = ("gen_ai.agent.name", "agent.name", "agent_name")
+AGENT_ID = ("gen_ai.agent.id",)
+# OpenInference's agent graph: an agent's node, and the node it was entered from (a handoff's source).
+GRAPH_NODE_ID = "graph.node.id"
+GRAPH_NODE_PARENT_ID = "graph.node.parent_id"
 SERVICE_NAME = "service.name"
 
 USAGE_PREFIXES = ("gen_ai.usage.", "llm.token_count.", "llm.usage.")
