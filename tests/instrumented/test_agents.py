@@ -14,6 +14,7 @@ from ctxcore.analysis import CallInput, price_for
 from ctxcore.analysis.accounting import call_cost
 from ctxcore.vocabulary import Usage
 from tests import factories
+from tests.ctxview.test_views_html import problems
 from tests.instrumented.expected import USAGE_FIELDS
 from tests.instrumented.expected_agents import EXPECTED, expected_usage, invocation_of
 from tests.instrumented.scenarios import FIXTURES, run_scenario
@@ -221,6 +222,25 @@ def fixture_batches(name: str, order: str) -> tuple[list[dict], list[bytes]]:
     return document["description"]["calls"], requests
 
 
+def check_panel(client, user, runs: dict) -> None:
+    """The run overview's Agents panel: well-formed, each agent, each boundary with its packet."""
+    client.force_login(user)
+    for run_id, run in runs.items():
+        response = client.get(f"/runs/{run_id}/panels/agents")
+        assert response.status_code == 200
+        html = response.content.decode()
+        assert problems(html) == []
+        for agent in run["detail"]["agents"]:
+            assert f"<td>{agent['name']}</td>" in html
+        for invocation in run["detail"]["invocations"]:
+            if invocation["packet"]:
+                messages = invocation["packet"]["messages"]
+                assert (
+                    f"({invocation['entered']}, at call {invocation['seqs'][0]}): {messages} message" in html
+                )
+    client.logout()
+
+
 def sessions_view(runs: dict) -> list:
     """What must not depend on arrival order: runs, their calls' numbers, agents and invocations."""
     view = []
@@ -258,6 +278,8 @@ def test_arrival_order_does_not_change_the_sessions(client, alice, django_captur
         runs = read(client, key)
         check_sessions(name, described, runs)
         views[order] = sessions_view(runs)
+        if order == "recorded":
+            check_panel(client, alice, runs)
     assert views["reversed"] == views["recorded"]
     assert views["shuffled"] == views["recorded"]
     assert views["pairs"] == views["recorded"]
