@@ -134,8 +134,8 @@ EXPECTED: dict[str, Outcome] = {
 DIFFERS_TODAY: dict[str, frozenset[str]] = {
     # Sessions, run agents and invocations are right (ingest.agents, ingest.sessions); the cache chain
     # still spans the agents until the analyses keep one per agent (CallInput.agent): a false break at
-    # the handoff and after the agent-as-tool, and in the delegation's one session at the expert's first
-    # call and the planner's return. "stop" for every openai-agents call.
+    # the handoff (calls 2 and 3), on the orchestrator's return (call 3) and, in the delegation's one
+    # session, at the expert's first call (call 1). "stop" for every openai-agents call.
     "openai-agents-handoff": frozenset({"cache_breaks", "finish_reasons"}),
     "openai-agents-as-tool": frozenset({"cache_breaks", "finish_reasons"}),
     "pydantic-ai-delegation": frozenset({"cache_breaks"}),
