@@ -149,8 +149,8 @@ def resolve(project_id: int, traces: set[str], new_calls: list[Call], runs: dict
     for index, target in moves.items():
         call = everything[index]
         source = call.run_id
-        renumber |= {source, target}
-        if call.pk is not None:
+        if call.pk is not None:  # (a new call is numbered in its new run as it is stored)
+            renumber |= {source, target}
             by_id[source].count_call(call.usage_dict(), sign=-1)
             by_id[target].count_call(call.usage_dict(), call.model, call.agent_name)
             sources[source] = min(sources.get(source, call.start_ns), call.start_ns)

@@ -13,6 +13,7 @@ import pytest
 from ctxcore.analysis import CallInput, price_for
 from ctxcore.analysis.accounting import call_cost
 from ctxcore.vocabulary import Usage
+from ingest.models import Run
 from tests import factories
 from tests.ctxview.test_views_html import problems
 from tests.instrumented.expected import USAGE_FIELDS
@@ -226,6 +227,10 @@ def check_panel(client, user, runs: dict) -> None:
     """The run overview's Agents panel: well-formed, each agent, each boundary with its packet."""
     client.force_login(user)
     for run_id, run in runs.items():
+        for child in Run.objects.filter(parent_run_id=run_id):  # a delegated run: a link, no calls
+            assert child.call_count == 0 and child.started_at is None
+            page = client.get(f"/runs/{child.id}/").content.decode()
+            assert f'A child conversation of <a href="/runs/{run_id}/">run {run_id}</a>' in page
         response = client.get(f"/runs/{run_id}/panels/agents")
         assert response.status_code == 200
         html = response.content.decode()
