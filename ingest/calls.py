@@ -135,7 +135,8 @@ def save(
     new = _new_records(project_id, records)
     new, replaced = _without_duplicates(project_id, new)
     # The runs of every call that an agent span of these traces may relink are locked with the batch's.
-    linked = sessions.runs_of(project_id, sessions.with_agents(project_id, traces))
+    agent_traces = {op["trace_id"] for op in operations if op["kind"] == normalise.AGENT}
+    linked = sessions.runs_of(project_id, agent_traces | sessions.with_agents(project_id, traces))
     runs = _locked_runs(project_id, new, operations, {call.run_id for call in replaced} | linked)
     renumber = _remove_replaced(runs, replaced)
     texts = (

@@ -89,7 +89,7 @@ def _trees(project_id: int, traces: set[str]) -> dict[str, tuple[agents.Tree, di
     return {trace: (agents.Tree(links[trace], tools[trace]), spans_of[trace]) for trace in traces}
 
 
-def _fields(call: Call, found: agents.CallAgent) -> dict:
+def _fields(found: agents.CallAgent) -> dict:
     invocation = found.invocation
     return {
         "agent_name": found.agent or "",
@@ -134,7 +134,7 @@ def resolve(project_id: int, traces: set[str], new_calls: list[Call], runs: dict
         invocations = invocations_of[call.trace_id]
         tree, agent_spans = trees[call.trace_id]
         found = agents.call_agent(call.parent_span_id, call.agent_name, tree, agent_spans, invocations)
-        fields = _fields(call, found)
+        fields = _fields(found)
         if any(getattr(call, name) != value for name, value in fields.items()):
             for name, value in fields.items():
                 setattr(call, name, value)
@@ -143,7 +143,8 @@ def resolve(project_id: int, traces: set[str], new_calls: list[Call], runs: dict
         placed.append(agents.Placed(index, call.run_id, call.start_ns, call.span_id, found.invocation))
     everything = [*stored, *pending]
     moves = agents.session_runs(placed)
-    by_id = _lock(runs, set(moves.values()) | {everything[index].run_id for index in moves})
+    touched = {call.run_id for call in changed.values()} | {everything[index].run_id for index in moves}
+    by_id = _lock(runs, touched | set(moves.values()))
     renumber = {call.run_id for call in changed.values()}  # (new calls are numbered as they are stored)
     sources: dict[int, int] = {}  # source run -> earliest start moved out of it
     for index, target in moves.items():

@@ -187,7 +187,9 @@ def test_exactly_the_genuine_cache_breaks_of_the_real_frameworks(live_server, cl
 def fixture_batches(name: str, order: str) -> tuple[list[dict], list[bytes]]:
     """The recording's spans as OTLP/JSON requests in a given arrival order: ``recorded`` (as the
     exporter sent them), ``reversed`` (one span per request, parents first), ``shuffled`` (one span per
-    request, a fixed random order), ``pairs`` (two spans per request, reversed)."""
+    request, a fixed random order), ``pairs`` (two spans per request, reversed), ``agents-last`` (the
+    spans that name an agent one per request after everything else, so they relink calls stored long
+    before)."""
     document = json.loads((FIXTURES / f"{name}.json").read_text())
     traces = document["traces"]
     if order == "recorded":
@@ -199,12 +201,15 @@ def fixture_batches(name: str, order: str) -> tuple[list[dict], list[bytes]]:
                 spans.append((resource, scope, span))
     if order == "shuffled":
         random.Random(14).shuffle(spans)
+    elif order == "agents-last":  # everything else first, then each span naming an agent alone
+        spans.sort(key=lambda entry: names_an_agent(entry[2]))
     else:
         spans.reverse()
-    size = 2 if order == "pairs" else 1
+    named = sum(names_an_agent(span) for _, _, span in spans)
+    size = {"pairs": 2, "agents-last": len(spans) - named}.get(order, 1)
     requests = []
-    for start in range(0, len(spans), size):
-        chunk = spans[start : start + size]
+    for start, end in chunks(len(spans), size, order == "agents-last"):
+        chunk = spans[start:end]
         requests.append(
             json.dumps(
                 {
@@ -246,6 +251,17 @@ def check_panel(client, user, runs: dict) -> None:
     client.logout()
 
 
+def names_an_agent(span: dict) -> bool:
+    return any(entry["key"] in ("agent.name", "gen_ai.agent.name") for entry in span["attributes"])
+
+
+def chunks(total: int, size: int, then_one_each: bool) -> list[tuple[int, int]]:
+    """(start, end) of each request: ``size`` spans each, or the first ``size`` then one span each."""
+    if then_one_each:
+        return [(0, size)] + [(start, start + 1) for start in range(size, total)]
+    return [(start, min(start + size, total)) for start in range(0, total, size)]
+
+
 def sessions_view(runs: dict) -> list:
     """What must not depend on arrival order: runs, their calls' numbers, agents and invocations."""
     view = []
@@ -271,7 +287,7 @@ def sessions_view(runs: dict) -> list:
 @pytest.mark.parametrize("name", AGENT_SCENARIOS)
 def test_arrival_order_does_not_change_the_sessions(client, alice, django_capture_on_commit_callbacks, name):
     views = {}
-    for order in ("recorded", "reversed", "shuffled", "pairs"):
+    for order in ("recorded", "reversed", "shuffled", "pairs", "agents-last"):
         _project, key = factories.project_with_key(f"order-{order}", owner=alice)
         described, requests = fixture_batches(name, order)
         for body in requests:
@@ -288,3 +304,4 @@ def test_arrival_order_does_not_change_the_sessions(client, alice, django_captur
     assert views["reversed"] == views["recorded"]
     assert views["shuffled"] == views["recorded"]
     assert views["pairs"] == views["recorded"]
+    assert views["agents-last"] == views["recorded"]
