@@ -124,7 +124,7 @@ def save(
     records: list[CallRecord],
     operations: list[dict],
     keep_content: bool = True,
-    traces: set[str] = frozenset(),  # type: ignore[assignment]
+    traces: Iterable[str] = (),
 ) -> set[int]:
     """Write new calls (a call already stored is left alone) and operations, then number the runs.
 
