@@ -16,7 +16,8 @@ from django.views.decorators.http import require_GET
 
 from ctxcore import analysis, catalogue
 from ctxview.access import NotAuthenticated, api_projects
-from ctxview.panels.load import finding_counts
+from ctxview.panels import agents as agents_panel
+from ctxview.panels.load import agent_groups, agent_rows, finding_counts, prices_of
 from ctxview.search import ITEM_FILTERS, runs_with_item
 from ingest.models import Call, Content, Finding, Project, Run, Span
 
@@ -118,6 +119,8 @@ def run_to_dict(run: Run, request: HttpRequest) -> dict:
         "key_source": run.key_source,
         "service": run.service_name,
         "agent": run.agent_name or None,
+        "parent_run": run.parent_run_id,
+        "agents": agents_of(run),
         "started_at": run.started_at.isoformat() if run.started_at else None,
         "last_call_at": run.last_call_at.isoformat() if run.last_call_at else None,
         "calls": run.call_count,
@@ -137,6 +140,21 @@ def attach_finding_counts(runs: list[Run]) -> None:
     counts = finding_counts([run.id for run in runs])
     for run in runs:
         run.finding_counts = counts[run.id]
+
+
+def attach_agent_groups(runs: list[Run]) -> None:
+    """Usage by agent and model for a page of runs, in one query (the runs list's)."""
+    groups = agent_groups([run.id for run in runs])
+    for run in runs:
+        run.agent_groups = groups[run.id]
+
+
+def agents_of(run: Run) -> list[dict]:
+    """The run's agents: calls, usage and cost of each."""
+    groups = getattr(run, "agent_groups", None)  # prefetched by list views
+    if groups is None:
+        groups = agent_groups([run.id])[run.id]
+    return agents_panel.agent_totals(groups, prices_of(run.project))
 
 
 def findings_by_type(run: Run) -> dict[str, int]:
@@ -161,6 +179,8 @@ def call_to_dict(call: Call, request: HttpRequest, contents: dict[str, Content] 
         "run": call.run_id,
         "seq": call.seq,
         "turn": call.turn,
+        "agent": call.agent_name or None,
+        "agent_invocation": call.agent_invocation or None,
         "trace_id": call.trace_id,
         "span_id": call.span_id,
         "name": call.name,
@@ -239,6 +259,7 @@ def runs(request: HttpRequest, projects: QuerySet[Project]) -> JsonResponse:
         last = page[-1]
         next_url = _next_url(request, cursor=_encode_cursor(last.started_at, last.id))
     attach_finding_counts(page)
+    attach_agent_groups(page)
     return JsonResponse({"runs": [run_to_dict(run, request) for run in page], "next": next_url})
 
 
@@ -296,7 +317,9 @@ def run_detail(request: HttpRequest, projects: QuerySet[Project], run_id: int) -
     run = _get_run(projects, run_id)
     if run is None:
         return error("no such run", 404)
-    return JsonResponse(run_to_dict(run, request))
+    data = agent_rows(run)
+    invocations = agents_panel.invocations(data["rows"], data["first_items"], data["prices"])
+    return JsonResponse({**run_to_dict(run, request), "invocations": invocations})
 
 
 @api_view

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from django.db import connection
 from django.db.models import Q
 
-from ingest import families, normalise, tokens
+from ingest import agent_sessions, families, normalise, tokens
 from ingest.analyse import ANALYSIS_FIELDS, analyse_appended, invalidate
 from ingest.bulk import insert_rows
 from ingest.models import Call, Content, LogRecord, Operation, Run
@@ -141,14 +141,24 @@ RUN_FIELDS = [field.name for field in Run._meta.concrete_fields if field.name no
 
 
 def save(
-    project_id: int, records: list[CallRecord], operations: list[dict], keep_content: bool = True
+    project_id: int,
+    records: list[CallRecord],
+    operations: list[dict],
+    keep_content: bool = True,
+    traces: Iterable[str] = (),
 ) -> set[int]:
     """Write new calls (a call already stored is left alone) and operations, then number the runs.
 
+    ``traces``: every trace the batch has spans of (any span may link a call to its agent).
     Returns the ids of the runs whose calls changed and are not analysed yet (to be analysed)."""
+    traces = {*traces, *(record.trace_id for record in records), *(op["trace_id"] for op in operations)}
+    agent_sessions.lock_traces(traces)
     new = _new_records(project_id, records)
     new, replaced = _without_duplicates(project_id, new)
-    runs = _locked_runs(project_id, new, operations, {call.run_id for call in replaced})
+    # The runs of every call that an agent span of these traces may relink are locked with the batch's.
+    agent_traces = {op["trace_id"] for op in operations if op["kind"] == normalise.AGENT}
+    linked = agent_sessions.runs_of(project_id, agent_traces | agent_sessions.with_agents(project_id, traces))
+    runs = _locked_runs(project_id, new, operations, {call.run_id for call in replaced} | linked)
     renumber = _remove_replaced(runs, replaced)
     texts = (
         _save_contents(project_id, [item for record in new for item in record.items]) if keep_content else {}
@@ -167,7 +177,13 @@ def save(
     for record in new:
         run = runs[record.run_key]
         calls_of[run.id].append(_call(project_id, run.id, record))
-    invocations = _agent_invocations(project_id, [call for calls in calls_of.values() for call in calls])
+    # Agents and sessions first: a call of a child run moves to its session's run before it is numbered.
+    every_call = [call for calls in calls_of.values() for call in calls]
+    renumber |= agent_sessions.resolve(project_id, traces, every_call, runs)
+    calls_of = defaultdict(list)
+    for call in every_call:
+        calls_of[call.run_id].append(call)
+    invocations = _agent_invocations(project_id, every_call)
     late_runs, analysed = [], set()
     for run in sorted(runs.values(), key=lambda run: run.id):
         calls = sorted(calls_of[run.id], key=lambda call: (call.start_ns, call.span_id))
@@ -181,7 +197,7 @@ def save(
     # A call stored meanwhile by another worker fails the batch (IntegrityError): it is retried, and
     # then sees that call; skipping it would count its usage in the run's totals twice.
     insert_rows(Call, [_row(call) for calls in calls_of.values() for call in calls], on_conflict="fail")
-    _add_to_totals(runs, new)
+    _add_to_totals(runs, every_call)
     for run in runs.values():
         if run in late_runs:
             number_calls(run, renumber=True)
@@ -479,9 +495,10 @@ def _call(project_id: int, run_id: int, record: CallRecord) -> Call:
     )
 
 
-def _add_to_totals(runs: dict[str, Run], records: list[CallRecord]) -> None:
-    for record in records:
-        runs[record.run_key].count_call(record.usage.to_dict(), record.model, record.agent_name)
+def _add_to_totals(runs: dict[str, Run], calls: list[Call]) -> None:
+    by_id = {run.id: run for run in runs.values()}
+    for call in calls:
+        by_id[call.run_id].count_call(call.usage_dict(), call.model, call.agent_name)
 
 
 def _renumber_after_late_invocations(project_id: int, operations: list[dict]) -> set[int]:
@@ -547,11 +564,14 @@ def _state_after(call: Call | None) -> TurnState:
 def _number(state: TurnState, calls: list[Call], invocations: set[str]) -> TurnState:
     """Give ``calls`` (in order) their seq and turn after ``state``; returns the state after the last."""
     for call in calls:
+        # A call inside a tool or a child run (agent_depth > 0) starts no turn: its user message is the
+        # parent agent's request, not the user's. Its turn is its root invocation's.
         state = advance(
             state,
             turn_hint=call.turn_hint,
-            fingerprint=call.user_fingerprint or None,
-            invocation=call.parent_span_id if call.parent_span_id in invocations else None,
+            fingerprint=(call.user_fingerprint or None) if not call.agent_depth else None,
+            invocation=call.root_invocation
+            or (call.parent_span_id if call.parent_span_id in invocations else None),
             trace_id=call.trace_id,
         )
         call.seq, call.turn = state.seq, state.turn

@@ -181,7 +181,10 @@ class Run(models.Model):
     key = models.CharField(max_length=200)
     key_source = models.CharField(max_length=60)  # which attribute named it, or "trace_id"
     service_name = models.CharField(max_length=200, blank=True)
-    agent_name = models.CharField(max_length=200, blank=True)
+    agent_name = models.CharField(max_length=200, blank=True)  # the session's root agent
+    # A child conversation (its own session key) found to be a step of this session: its calls move here
+    # (ingest.agent_sessions); it keeps no calls of that trace, only the link.
+    parent_run = models.ForeignKey("self", null=True, on_delete=models.SET_NULL, related_name="child_runs")
     started_at = models.DateTimeField(null=True)
     last_call_at = models.DateTimeField(null=True)
     model_names = models.JSONField(default=list)
@@ -257,7 +260,13 @@ class Call(models.Model):
     request_model = models.CharField(max_length=200, blank=True)
     response_model = models.CharField(max_length=200, blank=True)
     response_id = models.CharField(max_length=200, blank=True)
+    # The call's agent and agent invocation (ingest.agents), resolved from its ancestors when they arrive.
     agent_name = models.CharField(max_length=200, blank=True)
+    agent_invocation = models.CharField(max_length=16, blank=True)  # the invocation's agent span id
+    parent_invocation = models.CharField(max_length=16, blank=True)
+    agent_entry = models.CharField(max_length=16, blank=True)  # root, handoff, agent_as_tool, ...
+    agent_depth = models.PositiveSmallIntegerField(default=0)  # > 0: inside a tool or child run
+    root_invocation = models.CharField(max_length=16, blank=True)  # the top of its chain: the turn's
     uncached = models.BigIntegerField(null=True)
     cache_write = models.BigIntegerField(null=True)
     cache_read = models.BigIntegerField(null=True)

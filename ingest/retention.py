@@ -10,6 +10,7 @@ import logging
 from datetime import timedelta
 
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from ingest.models import Call, Content, LogRecord, Project, RawBatch, Run, Span
@@ -65,8 +66,14 @@ def apply_retention(project: Project, now=None) -> dict[str, int]:
     now = now or timezone.now()
     cutoff = now - timedelta(days=project.retention_days)
     totals = {"runs": 0, "calls": 0, "spans": 0, "log_records": 0, "contents": 0, "raw_batches": 0}
+    # A child run whose calls moved into its session (ingest.agent_sessions) keeps no call: it goes by the
+    # time it was last changed.
     old_runs = (
-        Run.objects.filter(project=project).filter(last_call_at__lt=cutoff).values_list("id", flat=True)
+        Run.objects.filter(project=project)
+        .filter(
+            Q(last_call_at__lt=cutoff) | Q(last_call_at__isnull=True, call_count=0, updated_at__lt=cutoff)
+        )
+        .values_list("id", flat=True)
     )
     while batch := list(old_runs[:CHUNK]):
         for kind, count in delete_runs(project.id, batch).items():

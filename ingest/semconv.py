@@ -32,6 +32,10 @@ FINISH_REASONS = (
     "anthropic.message.stop_reason",  # the anthropic SDK's own tracing (its words: end_turn, tool_use)
 )
 AGENT_NAME = ("gen_ai.agent.name", "agent.name", "agent_name")
+AGENT_ID = ("gen_ai.agent.id",)
+# OpenInference's agent graph: an agent's node, and the node it was entered from (a handoff's source).
+GRAPH_NODE_ID = "graph.node.id"
+GRAPH_NODE_PARENT_ID = "graph.node.parent_id"
 SERVICE_NAME = "service.name"
 
 # Anthropic's cache diagnosis (``diagnostics.cache_miss_reason`` of a response: its ``type`` and

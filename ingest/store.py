@@ -80,7 +80,8 @@ def _store(batch: RawBatch) -> set[int]:
             insert_rows(
                 Span, [{"resource_id": resource_ids[id(resource)], **common, **row} for resource, row in rows]
             )
-            runs = calls.save(batch.project_id, records, operations, keep_content=keep)
+            traces = {row["trace_id"] for _, row in rows}
+            runs = calls.save(batch.project_id, records, operations, keep_content=keep, traces=traces)
             return runs | session_calls.refresh(batch.project_id, "spans", [row for _, row in rows], keep)
         else:
             keep = not batch.project.hash_only

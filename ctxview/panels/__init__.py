@@ -29,10 +29,11 @@ class Panel(Protocol):
 @functools.cache
 def run_panels() -> dict[str, Panel]:
     """The run overview's panels by slug, in the order the page shows them."""
-    from ctxview.panels import cache, calls, composition, findings, presence
+    from ctxview.panels import agents, cache, calls, composition, findings, presence
 
     panels: list[Panel] = [
         composition.CompositionPanel(),
+        agents.AgentsPanel(),
         cache.CachePanel(),
         findings.FindingsPanel(),
         presence.PresencePanel(),

@@ -7,6 +7,9 @@ from ctxcore.vocabulary import EXCLUSION_REASONS
 
 # One paragraph beside each chart and panel.
 CHARTS = {
+    "agents": "Which agent made which calls, with their tokens, cost and largest window. Each invocation "
+    "shows how it was entered (root, handoff, as a tool, by delegation, as a subagent), indented under "
+    "its parent; the packet is what its first call started from: the messages handed over.",
     "composition": "What the window was spent on, turn by turn (the last call of each turn, or every call): "
     "one band per bucket, reconciled to the billed prompt when the provider reported it (the rest is "
     "scaffolding: role markers, tool-calling preamble). The dashed lines are the model's limit and the "

@@ -19,6 +19,7 @@ from django.db.models import (
     Q,
     QuerySet,
     Subquery,
+    Sum,
 )
 from django.db.models.fields.json import KT, KeyTransform
 from django.db.models.functions import Cast, Coalesce, Substr
@@ -315,3 +316,81 @@ def runs(project: Project, filters: dict) -> QuerySet[Run]:
         else expression.asc(nulls_last=True)
     )
     return queryset.order_by(ordering, "-id")
+
+
+def agent_rows(run: Run) -> dict:
+    """The run's calls as the agents panel reads them, the items of each invocation's first call (its
+    packet), and the project's prices (model -> Price)."""
+    fields = ("seq", "agent_name", "agent_invocation", "parent_invocation", "agent_entry", "agent_depth")
+    rows = []
+    first: dict[str, int] = {}
+    for values in (
+        run.calls.filter(seq__isnull=False)
+        .order_by("seq")
+        .values_list(*fields, "request_model", "response_model", "usage_raw", *Run.USAGE_FIELDS)
+    ):
+        seq, agent, invocation, parent, entered, depth, request_model, response_model, raw = values[:9]
+        rows.append(
+            {
+                "seq": seq,
+                "agent": agent or None,
+                "invocation": invocation or None,
+                "parent": parent or None,
+                "entered": entered or None,
+                "depth": depth,
+                "model": response_model or request_model,
+                "usage_raw": raw,
+                "usage": dict(zip(Run.USAGE_FIELDS, values[9:], strict=True)),
+            }
+        )
+        if invocation:
+            first.setdefault(invocation, seq)
+    wanted = {seq: invocation for invocation, seq in first.items()}
+    items = {
+        wanted[call.seq]: call.full_items()
+        for call in run.calls.filter(seq__in=list(wanted)).only("seq", "items")
+    }
+    return {
+        "rows": rows,
+        "first_items": items,
+        "groups": agent_groups([run.id])[run.id],
+        "prices": prices_of(run.project),
+    }
+
+
+def agent_groups(run_ids: list[int]) -> dict[int, list[dict]]:
+    """Per run, its usage summed by agent and model, in one query (shaped by ``agents.agent_totals``)."""
+    found: dict[int, list[dict]] = {run_id: [] for run_id in run_ids}
+    sums = {f"sum_{name}": Sum(name) for name in Run.USAGE_FIELDS}
+    known = {f"known_{name}": Count(name) for name in Run.USAGE_FIELDS}
+    rows = (
+        Call.objects.filter(run_id__in=run_ids)
+        .exclude(agent_name="")
+        .values("run_id", "agent_name", "request_model", "response_model")
+        .annotate(calls=Count("id"), **sums, **known)
+        .order_by("run_id", "agent_name", "request_model", "response_model")
+    )
+    for row in rows:
+        found[row["run_id"]].append(
+            {
+                "agent": row["agent_name"],
+                "model": row["response_model"] or row["request_model"],
+                "calls": row["calls"],
+                "usage": {name: row[f"sum_{name}"] for name in Run.USAGE_FIELDS},
+                "unknown": {
+                    name: row["calls"] - row[f"known_{name}"]
+                    for name in Run.USAGE_FIELDS
+                    if row["calls"] > row[f"known_{name}"]
+                },
+            }
+        )
+    return found
+
+
+def prices_of(project: Project):
+    """The project's prices as a lookup: model -> ``Price`` or None."""
+    from ctxcore.analysis import price_for
+    from ingest.analyse import config_for
+
+    table = config_for(project).prices
+    return lambda model: price_for(model, table)

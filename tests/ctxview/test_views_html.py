@@ -59,7 +59,7 @@ def paths(ui) -> list[str]:
         f"/runs/{incident.id}/",
         *[
             f"/runs/{incident.id}/panels/{slug}"
-            for slug in ("composition", "cache", "findings", "presence", "calls")
+            for slug in ("composition", "agents", "cache", "findings", "presence", "calls")
         ],
         f"/runs/{run.id}/panels/presence",
         f"/runs/{incident.id}/explain?turn=40",

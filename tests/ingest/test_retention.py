@@ -76,3 +76,18 @@ def test_the_retention_task_twice_deletes_nothing_more(send, project):  # noqa: 
     second = apply_retention_task()
     assert first["runs"] == 1
     assert set(second.values()) == {0}
+
+
+def test_a_child_run_left_as_a_link_goes_when_it_is_old(send, project):  # noqa: F811
+    session = send_run(send, "session", b"\x03" * 16, "session")
+    link = Run.objects.create(project=project, key="child", key_source="gen_ai.conversation.id")
+    link.parent_run = session
+    link.save()
+    recent = Run.objects.create(project=project, key="recent-child", key_source="gen_ai.conversation.id")
+    Run.objects.filter(id=link.id).update(updated_at=timezone.now() - timedelta(days=31))
+    Run.objects.filter(id=session.id).update(last_call_at=timezone.now() - timedelta(days=1))
+
+    apply_retention(project)
+
+    assert sorted(Run.objects.values_list("key", flat=True)) == ["recent-child", "session"]
+    assert Run.objects.get(id=recent.id).call_count == 0

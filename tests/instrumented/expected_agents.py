@@ -129,18 +129,16 @@ EXPECTED: dict[str, Outcome] = {
 # Where today's ctxview (ingest @ this branch's base) does not give the outcome above: the live test
 # (test_normalised.py) checks every other aspect, and the family work removes an entry with its fix.
 # Aspects: "usage:<field>", "finish_reasons", "cache_breaks", "sessions" (runs, their calls and
-# turns), "run_agent" (the run's agent name), "agents" (each call's agent and invocation: the read
-# API has no such field yet).
+# turns), "run_agent" (the run's agent name), "agents" (each call's agent and invocation:
+# checked by test_agents.py).
 DIFFERS_TODAY: dict[str, frozenset[str]] = {
-    # A false break at the handoff (call 2, "tools_changed") and again at call 3.
-    "openai-agents-handoff": frozenset({"cache_breaks", "run_agent", "agents"}),
-    # A false break when the orchestrator resumes (call 3); three turns instead of one.
-    "openai-agents-as-tool": frozenset({"cache_breaks", "sessions", "run_agent", "agents"}),
-    # The expert's run is a separate run (its own conversation id).
-    "pydantic-ai-delegation": frozenset({"sessions", "agents"}),
-    "pydantic-ai-delegation-cachebreak": frozenset({"sessions", "agents"}),
-    # Omitted zeros, dropped figures, Gemini's names and every finish reason follow
-    # ingest/families/providers.py now.
+    # Sessions, agents and invocations (ingest.agents, ingest.agent_sessions), one cache chain per agent
+    # (ctxcore.analysis.cache), omitted zeros, dropped figures, Gemini's names and every finish reason
+    # (ingest/families/providers.py): nothing differs any more.
+    "openai-agents-handoff": frozenset(),
+    "openai-agents-as-tool": frozenset(),
+    "pydantic-ai-delegation": frozenset(),
+    "pydantic-ai-delegation-cachebreak": frozenset(),
     "openinference-anthropic-zerocache": frozenset(),
     "google-genai": frozenset(),
     "openai-v2-stream": frozenset(),

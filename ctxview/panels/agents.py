@@ -1,0 +1,152 @@
+"""Agents of a session: which agent made which calls, its tokens, cost and window; each invocation with
+its parent and how it was entered, and what crossed each boundary (the packet of messages handed over)."""
+
+from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+from ctxcore.analysis.accounting import call_cost
+from ctxcore.vocabulary import Usage
+from ctxview.panels import help
+
+# The messages a child invocation starts from: what its parent handed over (its own instructions and
+# tools are not part of the packet).
+PACKET_KINDS = ("message", "tool_result")
+# The figures a call's cost is computed from: a sum that misses one of them for a call is no cost.
+COST_FIGURES = ("uncached", "cache_write", "cache_read", "output")
+
+
+def _add(total: int | None, value: int | None) -> int | None:
+    return total if value is None else (total or 0) + value
+
+
+def _cost(usage: Mapping[str, int | None], model: str | None, prices, usage_raw=None) -> float | None:
+    price = prices(model) if model else None
+    cost = call_cost(SimpleNamespace(usage=Usage.from_dict(usage), usage_raw=usage_raw or {}), price)
+    return cost[0] if cost else None
+
+
+def agent_totals(groups: Sequence[Mapping[str, Any]], prices) -> list[dict]:
+    """Per agent: calls, summed usage (and how many calls did not report each figure), cost in USD.
+
+    ``groups``: usage summed by agent and model (``load.agent_groups``). Cost is null when a call has no
+    price or an unknown figure (never a partial sum); cache writes are priced at the 5-minute rate."""
+    agents: dict[str, dict] = {}
+    for group in groups:
+        agent = agents.setdefault(
+            group["agent"],
+            {
+                "name": group["agent"],
+                "calls": 0,
+                "usage": dict.fromkeys(group["usage"]),
+                "usage_unknown_calls": {},
+                "cost_usd": 0.0,
+            },
+        )
+        agent["calls"] += group["calls"]
+        for name, value in group["usage"].items():
+            agent["usage"][name] = _add(agent["usage"][name], value)
+        for name, count in group["unknown"].items():
+            agent["usage_unknown_calls"][name] = agent["usage_unknown_calls"].get(name, 0) + count
+        partial = any(name in group["unknown"] for name in COST_FIGURES)
+        cost = None if partial else _cost(group["usage"], group["model"], prices)
+        agent["cost_usd"] = None if cost is None or agent["cost_usd"] is None else agent["cost_usd"] + cost
+    for agent in agents.values():
+        if agent["cost_usd"] is not None:
+            agent["cost_usd"] = round(agent["cost_usd"], 6)
+    return list(agents.values())
+
+
+def packet(items: Sequence[Mapping[str, Any]] | None) -> dict | None:
+    """The messages a call starts from and their tokens (None: the call's content was not captured)."""
+    if not items:
+        return None
+    handed = [item for item in items if item.get("kind") in PACKET_KINDS]
+    tokens = [item.get("tokens") for item in handed]
+    return {"messages": len(handed), "tokens": None if None in tokens else sum(tokens)}
+
+
+def invocations(rows: Sequence[Mapping[str, Any]], first_items: Mapping[str, Sequence], prices) -> list[dict]:
+    """Each agent invocation: its agent, parent, how it was entered, its calls, usage, cost and peak
+    window, and for a child the packet its first call started from.
+
+    ``rows``: the run's calls in seq order (``load.agent_rows``); ``first_items``: the items of each
+    invocation's first call, by invocation id; ``prices``: model -> ``Price`` or None."""
+    found: dict[str, dict] = {}
+    for row in rows:
+        if not row["invocation"]:
+            continue
+        usage = row["usage"]
+        invocation = found.setdefault(
+            row["invocation"],
+            {
+                "id": row["invocation"],
+                "agent": row["agent"],
+                "parent": row["parent"],
+                "entered": row["entered"],
+                "depth": row["depth"],
+                "seqs": [],
+                "prompt_total": None,
+                "output": None,
+                "peak_window": None,
+                "cost_usd": 0.0,
+            },
+        )
+        invocation["seqs"].append(row["seq"])
+        invocation["prompt_total"] = _add(invocation["prompt_total"], usage["prompt_total"])
+        invocation["output"] = _add(invocation["output"], usage["output"])
+        if usage["prompt_total"] is not None:
+            invocation["peak_window"] = max(invocation["peak_window"] or 0, usage["prompt_total"])
+        cost = _cost(usage, row["model"], prices, row["usage_raw"])
+        previous = invocation["cost_usd"]
+        invocation["cost_usd"] = None if cost is None or previous is None else round(previous + cost, 6)
+    for invocation in found.values():
+        child = invocation["entered"] != "root"
+        invocation["packet"] = packet(first_items.get(invocation["id"])) if child else None
+    return list(found.values())
+
+
+def handoffs(result: Mapping[str, Any]) -> list[dict]:
+    """Each boundary crossed: from which invocation to which, how, and the packet handed over."""
+    names = {invocation["id"]: invocation["agent"] for invocation in result["invocations"]}
+    # A parent whose calls are in another run (or whose span has not arrived) is named by its id.
+    return [
+        {
+            "from": names.get(invocation["parent"]) or invocation["parent"],
+            "to": invocation["agent"],
+            "entered": invocation["entered"],
+            "first_seq": invocation["seqs"][0],
+            "packet": invocation["packet"],
+        }
+        for invocation in result["invocations"]
+        if invocation["parent"]
+    ]
+
+
+class AgentsPanel:
+    """The session's agents: who made which calls, cost and window per agent, and the handoffs."""
+
+    slug = "agents"
+    title = "Agents"
+    template = "panels/agents.html"
+    help = help.CHARTS["agents"]
+
+    def params(self, query: Mapping[str, str]) -> dict:
+        return {}
+
+    def load(self, run, params: Mapping[str, Any]) -> dict:
+        from ctxview.panels import load
+
+        return load.agent_rows(run)
+
+    def compute(self, data: Mapping[str, Any], params: Mapping[str, Any]) -> dict:
+        result = {
+            "agents": agent_totals(data["groups"], data["prices"]),
+            "invocations": invocations(data["rows"], data["first_items"], data["prices"]),
+        }
+        result["handoffs"] = handoffs(result)
+        return result
+
+    def summary(self, result: Mapping[str, Any]) -> str:
+        count = len(result["agents"])
+        return f"{count} agent{'s' if count != 1 else ''}"

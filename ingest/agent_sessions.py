@@ -1,0 +1,218 @@
+"""Each call's agent invocation and session, resolved again whenever more of its trace arrives.
+
+The rules are ``ingest.agents`` (pure); this module reads the stored part of each touched trace (span
+links, tool and agent spans, calls), gives the calls their agent fields, and moves the calls of a child
+run (a delegated agent with a conversation id of its own) into its parent's session. A stored call whose
+agent, turn context or run changes is unnumbered, so its run is renumbered and its analysis redone from
+that call on (``calls.number_calls`` then ``analyse.invalidate``). The caller holds the batch's
+transaction and the locks of the runs it touches.
+"""
+
+from collections import defaultdict
+
+from django.db import connection
+
+from ingest import agents
+from ingest.analyse import invalidate
+from ingest.models import Call, Finding, Operation, Run, Span
+
+AGENT_FIELDS = (
+    "agent_name",
+    "agent_invocation",
+    "parent_invocation",
+    "agent_entry",
+    "agent_depth",
+    "root_invocation",
+)
+
+
+def lock_traces(traces: set[str]) -> None:
+    """Serialise batches that touch the same trace: each resolves it seeing the other's rows.
+
+    Taken first (in sorted order) and before any run lock, so it adds no deadlock."""
+    if traces and connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(t, 14)) FROM unnest(%s::text[]) t ORDER BY t",
+                [sorted(traces)],
+            )
+
+
+def with_agents(project_id: int, traces: set[str]) -> set[str]:
+    """The traces that have an agent span stored: only their calls can belong to an invocation."""
+    if not traces:
+        return set()
+    return set(
+        Operation.objects.filter(
+            project_id=project_id, kind=Operation.Kind.AGENT, trace_id__in=traces
+        ).values_list("trace_id", flat=True)
+    )
+
+
+def runs_of(project_id: int, traces: set[str]) -> set[int]:
+    """The runs holding calls of these traces (to be locked with the batch's own)."""
+    if not traces:
+        return set()
+    return set(
+        Call.objects.filter(project_id=project_id, trace_id__in=traces).values_list("run_id", flat=True)
+    )
+
+
+def _trees(project_id: int, traces: set[str]) -> dict[str, tuple[agents.Tree, dict[str, agents.AgentSpan]]]:
+    links: dict[str, dict[str, str]] = defaultdict(dict)
+    for trace_id, span_id, parent in Span.objects.filter(
+        project_id=project_id, trace_id__in=traces
+    ).values_list("trace_id", "span_id", "parent_span_id"):
+        links[trace_id][span_id] = parent
+    tools: dict[str, set[str]] = defaultdict(set)
+    agent_rows = {}
+    for trace_id, span_id, parent, kind, start_ns, run_key in Operation.objects.filter(
+        project_id=project_id, trace_id__in=traces
+    ).values_list("trace_id", "span_id", "parent_span_id", "kind", "start_ns", "run_key"):
+        if kind == Operation.Kind.TOOL:
+            tools[trace_id].add(span_id)
+        else:
+            agent_rows[(trace_id, span_id)] = (parent, start_ns, run_key)
+    spans_of: dict[str, dict[str, agents.AgentSpan]] = defaultdict(dict)
+    attributes = Span.objects.filter(
+        project_id=project_id,
+        trace_id__in={trace for trace, _ in agent_rows},
+        span_id__in={span for _, span in agent_rows},
+    ).values_list("trace_id", "span_id", "attributes")
+    for trace_id, span_id, values in attributes:
+        if (trace_id, span_id) not in agent_rows:
+            continue
+        parent, start_ns, run_key = agent_rows[(trace_id, span_id)]
+        agent = agents.agent_span(span_id, parent, values, start_ns, run_key)
+        if agent is not None:
+            spans_of[trace_id][span_id] = agent
+    return {trace: (agents.Tree(links[trace], tools[trace]), spans_of[trace]) for trace in traces}
+
+
+def _fields(found: agents.CallAgent) -> dict:
+    invocation = found.invocation
+    return {
+        "agent_name": found.agent or "",
+        "agent_invocation": invocation.id if invocation else "",
+        "parent_invocation": (invocation.parent or "") if invocation else "",
+        "agent_entry": invocation.entered if invocation else "",
+        "agent_depth": invocation.depth if invocation else 0,
+        "root_invocation": invocation.root if invocation else "",
+    }
+
+
+def resolve(project_id: int, traces: set[str], new_calls: list[Call], runs: dict[str, Run]) -> set[int]:
+    """Give the new calls (not stored yet) and the stored calls of ``traces`` their agent fields and run.
+
+    ``runs``: the locked runs by key (runs found here are locked and added). Returns the ids of the runs
+    whose stored calls changed: they must be renumbered."""
+    traces = with_agents(project_id, traces)
+    if not traces:
+        return set()
+    trees = _trees(project_id, traces)
+    stored = list(
+        Call.objects.filter(project_id=project_id, trace_id__in=traces).only(
+            "id",
+            "run_id",
+            "trace_id",
+            "span_id",
+            "parent_span_id",
+            "start_ns",
+            "seq",
+            "request_model",
+            "response_model",
+            *AGENT_FIELDS,
+            *Run.USAGE_FIELDS,
+        )
+    )
+    pending = [call for call in new_calls if call.trace_id in traces]
+    changed: dict[int, Call] = {}
+    placed, invocations_of = [], {}
+    for trace_id, (tree, agent_spans) in trees.items():
+        invocations_of[trace_id] = agents.invocations(tree, agent_spans)
+    for index, call in enumerate([*stored, *pending]):
+        invocations = invocations_of[call.trace_id]
+        tree, agent_spans = trees[call.trace_id]
+        found = agents.call_agent(call.parent_span_id, call.agent_name, tree, agent_spans, invocations)
+        fields = _fields(found)
+        if any(getattr(call, name) != value for name, value in fields.items()):
+            for name, value in fields.items():
+                setattr(call, name, value)
+            if call.pk is not None:
+                changed[call.pk] = call
+        placed.append(agents.Placed(index, call.run_id, call.start_ns, call.span_id, found.invocation))
+    everything = [*stored, *pending]
+    moves = agents.session_runs(placed)
+    touched = {call.run_id for call in changed.values()} | {everything[index].run_id for index in moves}
+    by_id = _lock(runs, touched | set(moves.values()))
+    renumber = {call.run_id for call in changed.values()}  # (new calls are numbered as they are stored)
+    sources: dict[int, int] = {}  # source run -> earliest start moved out of it
+    for index, target in moves.items():
+        call = everything[index]
+        source = call.run_id
+        if call.pk is not None:  # (a new call is numbered in its new run as it is stored)
+            renumber |= {source, target}
+            by_id[source].count_call(call.usage_dict(), sign=-1)
+            by_id[target].count_call(call.usage_dict(), call.model, call.agent_name)
+            sources[source] = min(sources.get(source, call.start_ns), call.start_ns)
+            changed[call.pk] = call
+        by_id[source].parent_run_id = target
+        call.run_id = target
+    for call in changed.values():
+        call.seq = call.turn = None
+    for source, start in sources.items():
+        # What stays in the child run is renumbered from the first call that left it.
+        Call.objects.filter(run_id=source, start_ns__gte=start).update(seq=None, turn=None)
+    Call.objects.bulk_update(list(changed.values()), [*AGENT_FIELDS, "run_id", "seq", "turn"], batch_size=500)
+    _emptied({by_id[source] for source in sources}, new_calls)
+    _name_sessions(by_id, everything, invocations_of)
+    return renumber
+
+
+def _lock(runs: dict[str, Run], wanted: set[int]) -> dict[int, Run]:
+    """The locked runs by id, locking any that the batch did not (another batch's run of the trace)."""
+    by_id = {run.id: run for run in runs.values()}
+    missing = wanted - set(by_id)
+    if missing:
+        for run in (
+            Run.objects.select_for_update(of=("self",))
+            .select_related("project")
+            .filter(id__in=missing)
+            .order_by("id")
+        ):
+            runs[run.key] = by_id[run.id] = run
+    return by_id
+
+
+def _emptied(sources: set[Run], new_calls: list[Call]) -> None:
+    """A child run whose calls all moved into its session keeps only its link: no calls, no figures."""
+    staying = {call.run_id for call in new_calls}
+    for run in sources:
+        if run.id in staying or run.calls.exists():
+            continue
+        for name in Run.USAGE_FIELDS:
+            setattr(run, name, None)
+        run.usage_unknown, run.model_names = {}, []
+        run.call_count = run.turn_count = 0
+        run.started_at = run.last_call_at = run.last_start_ns = None
+        run.last_span_id = run.last_fingerprint = run.last_invocation = run.last_trace_id = ""
+        invalidate(run, 1)
+        Finding.objects.filter(run=run).delete()
+        Run.objects.filter(id=run.id).update(accounting=None)
+
+
+def _name_sessions(by_id: dict[int, Run], calls: list[Call], invocations_of: dict) -> None:
+    """A run's agent is the root agent of its first call, where that call's root is known."""
+    first: dict[int, Call] = {}
+    for call in calls:
+        best = first.get(call.run_id)
+        if best is None or (call.start_ns, call.span_id) < (best.start_ns, best.span_id):
+            first[call.run_id] = call
+    for run_id, call in first.items():
+        run = by_id.get(run_id)
+        root = invocations_of[call.trace_id].get(call.root_invocation)
+        if run is None or root is None:
+            continue
+        earlier = run.calls.filter(start_ns__lt=call.start_ns).exclude(trace_id=call.trace_id).exists()
+        if not earlier:
+            run.agent_name = root.agent

@@ -1,0 +1,219 @@
+"""Agent invocations and sessions from a trace's span tree. No Django here.
+
+A run is a session; inside it every call belongs to an *agent invocation*: an agent span (OTel GenAI
+``invoke_agent``, an OpenInference AGENT span, pydantic-ai's ``agent run``) that names its agent. The
+call's invocation is its nearest agent ancestor. An invocation is entered:
+
+* ``root``: it has no parent invocation;
+* ``handoff``: OpenInference's ``graph.node.parent_id`` names an earlier invocation that is not its
+  ancestor (openai-agents runs the agent it hands off to as a sibling span);
+* ``agent_as_tool``: its nearest agent ancestor reaches it through a tool span;
+* ``delegation``: the same, but the child runs under its own session key (pydantic-ai gives each
+  child run its own ``gen_ai.conversation.id``): a child run that belongs in its parent's session;
+* ``subagent``: directly under another agent span, no tool in between.
+
+Calls of invocations entered as a tool, by delegation or as a subagent are *nested* (depth > 0): they
+start no turn. Every invocation has a root (follow parents, handoffs included), and all calls under
+one root belong in one session: the run of the root's earliest top-level call.
+
+Spans arrive in any order (an agent span ends, and so arrives, after its calls): the resolution works
+on whatever part of the tree is stored, and is simply run again when more of it arrives.
+"""
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ingest import semconv
+
+ROOT = "root"
+HANDOFF = "handoff"
+AGENT_AS_TOOL = "agent_as_tool"
+DELEGATION = "delegation"
+SUBAGENT = "subagent"
+ENTRIES = (ROOT, HANDOFF, AGENT_AS_TOOL, DELEGATION, SUBAGENT)
+
+# An ancestor chain longer than this is a cycle in untrusted parent ids (or absurd): stop there.
+MAX_DEPTH = 512
+
+
+@dataclass(frozen=True)
+class AgentSpan:
+    """What an agent span says about its invocation."""
+
+    span_id: str
+    parent_span_id: str
+    name: str
+    start_ns: int
+    run_key: str
+    node_id: str = ""  # OpenInference graph.node.id
+    node_parent_id: str = ""  # OpenInference graph.node.parent_id
+
+
+@dataclass(frozen=True)
+class Invocation:
+    id: str  # the agent span's id
+    agent: str
+    parent: str | None
+    entered: str
+    depth: int  # 0: the session's top level; one more for each tool, delegation or subagent entered
+    root: str  # the invocation at the top of its chain
+
+
+@dataclass(frozen=True)
+class CallAgent:
+    """A call's agent, as far as the stored part of the tree tells."""
+
+    agent: str | None
+    invocation: Invocation | None
+
+
+def _text(attributes: Mapping, keys: Iterable[str]) -> str:
+    for key in keys:
+        value = attributes.get(key)
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip():
+            return str(value).strip()[:200]
+    return ""
+
+
+def agent_span(
+    span_id: str, parent_span_id: str, attributes: Mapping, start_ns: int, run_key: str
+) -> AgentSpan | None:
+    """The agent span's invocation, or None for an agent-kind span that names no agent (a workflow)."""
+    name = _text(attributes, semconv.AGENT_NAME) or _text(attributes, semconv.AGENT_ID)
+    if not name:
+        return None
+    return AgentSpan(
+        span_id=span_id,
+        parent_span_id=parent_span_id,
+        name=name,
+        start_ns=start_ns,
+        run_key=run_key,
+        node_id=_text(attributes, (semconv.GRAPH_NODE_ID,)),
+        node_parent_id=_text(attributes, (semconv.GRAPH_NODE_PARENT_ID,)),
+    )
+
+
+def _ancestors(span_id: str, parents: Mapping[str, str]) -> Iterable[str]:
+    """The stored ancestors of a span, nearest first; stops at a span not stored (yet)."""
+    seen = {span_id}
+    current = parents.get(span_id, "")
+    while current and current not in seen and len(seen) <= MAX_DEPTH:
+        yield current
+        seen.add(current)
+        current = parents.get(current, "")
+
+
+class Tree(dict):
+    """A trace's stored span links (span id -> parent span id) and which spans are tool executions."""
+
+    def __init__(self, links: Mapping[str, str], tools: Iterable[str]) -> None:
+        super().__init__(links)
+        self.tools = frozenset(tools)
+
+
+def nearest_agent(
+    parent_span_id: str, tree: Tree, agents: Mapping[str, AgentSpan]
+) -> tuple[AgentSpan | None, bool]:
+    """The nearest agent span at or above ``parent_span_id``, and whether a tool span lies between."""
+    through_tool = False
+    chain = [parent_span_id, *_ancestors(parent_span_id, tree)] if parent_span_id else []
+    for span_id in chain:
+        if span_id in agents:
+            return agents[span_id], through_tool
+        through_tool = through_tool or span_id in tree.tools
+    return None, through_tool
+
+
+def invocations(tree: Tree, agents: Mapping[str, AgentSpan]) -> dict[str, Invocation]:
+    """Every agent span's invocation: its parent, how it was entered, its depth and root."""
+    direct: dict[str, tuple[str | None, str]] = {}
+    by_node: dict[str, list[AgentSpan]] = {}
+    for agent in agents.values():
+        if agent.node_id:
+            by_node.setdefault(agent.node_id, []).append(agent)
+    for agent in agents.values():
+        ancestor, through_tool = nearest_agent(agent.parent_span_id, tree, agents)
+        handed_from = _handed_from(agent, by_node, tree)
+        if handed_from is not None and (ancestor is None or handed_from.span_id != ancestor.span_id):
+            direct[agent.span_id] = (handed_from.span_id, HANDOFF)
+        elif ancestor is None:
+            direct[agent.span_id] = (None, ROOT)
+        elif not through_tool:
+            direct[agent.span_id] = (ancestor.span_id, SUBAGENT)
+        elif agent.run_key != ancestor.run_key:
+            direct[agent.span_id] = (ancestor.span_id, DELEGATION)
+        else:
+            direct[agent.span_id] = (ancestor.span_id, AGENT_AS_TOOL)
+
+    result: dict[str, Invocation] = {}
+    for span_id, (parent, entered) in direct.items():
+        depth, root, current, seen = 0, span_id, span_id, {span_id}
+        while True:
+            up, how = direct[current]
+            if up is None or up in seen or len(seen) > MAX_DEPTH:
+                break
+            depth += how not in (ROOT, HANDOFF)
+            root, current = up, up
+            seen.add(up)
+        result[span_id] = Invocation(span_id, agents[span_id].name, parent, entered, depth, root)
+    return result
+
+
+def _handed_from(agent: AgentSpan, by_node: Mapping[str, list[AgentSpan]], tree: Tree) -> AgentSpan | None:
+    """The invocation an agent was handed off from: the latest earlier one of the node its parent id names."""
+    if not agent.node_parent_id or agent.node_parent_id == agent.node_id:
+        return None
+    earlier = [
+        other
+        for other in by_node.get(agent.node_parent_id, ())
+        if (other.start_ns, other.span_id) < (agent.start_ns, agent.span_id)
+        and agent.span_id not in _ancestors(other.span_id, tree)  # not its own descendant
+    ]
+    return max(earlier, key=lambda other: (other.start_ns, other.span_id), default=None)
+
+
+def call_agent(
+    parent_span_id: str,
+    own_agent: str | None,
+    tree: Tree,
+    agents: Mapping[str, AgentSpan],
+    resolved: Mapping[str, Invocation],
+) -> CallAgent:
+    """The call's invocation (its nearest agent ancestor) and agent; else the agent the call names itself."""
+    agent, _ = nearest_agent(parent_span_id, tree, agents)
+    if agent is None:
+        return CallAgent(own_agent or None, None)
+    return CallAgent(agent.name, resolved[agent.span_id])
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A call of the trace: where it is and what it belongs to."""
+
+    key: object  # the caller's handle for the call
+    run_id: int
+    start_ns: int
+    span_id: str
+    invocation: Invocation | None
+
+
+def session_runs(calls: Iterable[Placed]) -> dict[object, int]:
+    """Calls to move into their session's run: a child run's calls go to the run of their root invocation's
+    earliest top-level call (the one with the lowest (start, span id), so arrival order does not matter)."""
+    first: dict[str, Placed] = {}
+    calls = list(calls)
+    for call in calls:
+        invocation = call.invocation
+        if invocation is None or invocation.depth:
+            continue
+        best = first.get(invocation.root)
+        if best is None or (call.start_ns, call.span_id) < (best.start_ns, best.span_id):
+            first[invocation.root] = call
+    moves = {}
+    for call in calls:
+        if call.invocation is None or call.invocation.root not in first:
+            continue
+        target = first[call.invocation.root].run_id
+        if call.run_id != target:
+            moves[call.key] = target
+    return moves

@@ -1,0 +1,130 @@
+"""Agents and sessions resolved as spans arrive (ingest.agent_sessions), through the receiver and the
+batch task."""
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from ingest.models import Call, Finding, Run
+from tests import factories
+from tests.factories import kv, user_message
+
+TRACE = bytes(range(31, 47))
+START = 1_700_000_000_000_000_000
+
+
+@pytest.fixture
+def send(client, key, django_capture_on_commit_callbacks):
+    def send(request):
+        with django_capture_on_commit_callbacks(execute=True):
+            response = client.post(
+                "/v1/traces",
+                request.SerializeToString(),
+                content_type="application/x-protobuf",
+                HTTP_AUTHORIZATION=f"Bearer {key}",
+            )
+        assert response.status_code == 200, response.content
+
+    return send
+
+
+def span_id(number: int) -> bytes:
+    return number.to_bytes(8, "big")
+
+
+def other_span(request, number: int, parent: int | None, name: str, attributes: dict, start: int) -> None:
+    """A non-call span (agent, tool, step) added to ``request``."""
+    if not request.resource_spans:
+        request.resource_spans.add().resource.attributes.append(kv("service.name", "agent"))
+    scope = request.resource_spans[0].scope_spans
+    span = (scope[0] if scope else scope.add()).spans.add()
+    span.trace_id, span.span_id, span.name, span.kind = TRACE, span_id(number), name, 1
+    span.parent_span_id = span_id(parent) if parent is not None else b""
+    span.start_time_unix_nano, span.end_time_unix_nano = START + start, START + start + 100
+    for key, value in attributes.items():
+        span.attributes.append(kv(key, value))
+
+
+def chat(request, number: int, parent: int, conversation: str, text: str) -> None:
+    attributes = {"gen_ai.conversation.id": conversation, "gen_ai.usage.input_tokens": 100 * number}
+    attributes["gen_ai.usage.output_tokens"] = number
+    factories.chat_span(
+        request,
+        trace_id=TRACE,
+        number=number,
+        parent=span_id(parent),
+        start=START + number * 10,
+        messages=[user_message(text)],
+        attributes=attributes,
+    )
+
+
+def invoke_agent(request, number, parent, name, conversation, start) -> None:
+    attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name}
+    other_span(
+        request,
+        number,
+        parent,
+        f"invoke_agent {name}",
+        attributes | {"gen_ai.conversation.id": conversation},
+        start,
+    )
+
+
+def test_an_agent_span_arriving_last_names_calls_two_levels_below_it_in_the_same_batch(send, project):
+    calls = ExportTraceServiceRequest()
+    other_span(calls, 101, 100, "step", {}, 5)  # between the agent span and its calls
+    chat(calls, 1, 101, "C", "hello")
+    chat(calls, 2, 101, "C", "hello")
+    send(calls)
+    assert list(Call.objects.order_by("seq").values_list("seq", "agent_name")) == [(1, ""), (2, "")]
+
+    agent = ExportTraceServiceRequest()
+    invoke_agent(agent, 100, None, "support", "C", 0)
+    send(agent)  # the trace's only agent span, in the trace's last batch
+
+    run = Run.objects.get()
+    assert list(run.calls.order_by("seq").values_list("seq", "turn", "agent_name", "agent_invocation")) == [
+        (1, 1, "support", span_id(100).hex()),
+        (2, 1, "support", span_id(100).hex()),
+    ]
+    assert (run.agent_name, run.call_count, run.analysed_seq) == ("support", 2, 2)
+
+
+def test_a_delegated_child_run_moves_into_its_parents_session_and_keeps_only_the_link(send, project):
+    child = ExportTraceServiceRequest()  # the child's calls end first: they arrive in a run of their own
+    chat(child, 2, 12, "C2", "weather in Paris?")
+    chat(child, 3, 12, "C2", "weather in Paris?")
+    send(child)
+    orphan = Run.objects.get(key="C2")
+    assert orphan.call_count == 2 and orphan.started_at is not None
+
+    rest = ExportTraceServiceRequest()
+    invoke_agent(rest, 12, 11, "expert", "C2", 15)
+    other_span(rest, 11, 10, "execute_tool ask_expert", {"gen_ai.operation.name": "execute_tool"}, 14)
+    chat(rest, 1, 10, "C1", "plan my trip")
+    chat(rest, 4, 10, "C1", "plan my trip")
+    invoke_agent(rest, 10, None, "planner", "C1", 0)
+    send(rest)
+
+    session = Run.objects.get(key="C1")
+    rows = list(
+        session.calls.order_by("seq").values_list("span_id", "seq", "turn", "agent_name", "agent_entry")
+    )
+    assert rows == [
+        (span_id(1).hex(), 1, 1, "planner", "root"),
+        (span_id(2).hex(), 2, 1, "expert", "delegation"),
+        (span_id(3).hex(), 3, 1, "expert", "delegation"),
+        (span_id(4).hex(), 4, 1, "planner", "root"),
+    ]
+    assert (session.call_count, session.turn_count, session.agent_name) == (4, 1, "planner")
+    assert (session.prompt_total, session.output, session.parent_run_id) == (1000, 10, None)
+    assert session.analysed_seq == 4
+
+    link = Run.objects.get(key="C2")
+    assert (link.parent_run_id, link.call_count, link.started_at, link.prompt_total) == (
+        session.id,
+        0,
+        None,
+        None,
+    )
+    assert not Finding.objects.filter(run=link).exists() and link.analysed_seq == 0

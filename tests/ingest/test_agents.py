@@ -1,0 +1,103 @@
+"""Agent invocations and sessions from a trace's span tree (ingest.agents, pure: no database)."""
+
+from ingest import agents
+from ingest.agents import AgentSpan, Placed, Tree
+
+
+def agent(span_id, parent, name, start, run_key="trace", node_id="", node_parent_id=""):
+    return AgentSpan(span_id, parent, name, start, run_key, node_id, node_parent_id)
+
+
+def resolve(links, tools, spans):
+    tree = Tree(links, tools)
+    by_id = {span.span_id: span for span in spans}
+    return tree, by_id, agents.invocations(tree, by_id)
+
+
+def test_an_agent_span_names_its_agent_and_a_workflow_span_is_none():
+    attributes = {"agent.name": "triage", "graph.node.id": "triage", "graph.node.parent_id": "root"}
+    found = agents.agent_span("a1", "w1", attributes, 5, "trace")
+    assert (found.name, found.node_id, found.node_parent_id) == ("triage", "triage", "root")
+    assert agents.agent_span("w1", "", {"openinference.span.kind": "AGENT"}, 1, "trace") is None
+    assert agents.agent_span("a2", "", {"gen_ai.agent.id": "asst_1"}, 1, "trace").name == "asst_1"
+    assert agents.agent_span("a3", "", {"gen_ai.agent.name": "  "}, 1, "trace") is None
+
+
+def test_a_handoff_is_a_sibling_whose_node_parent_is_the_agent_before_it():
+    # Workflow w; triage (t) and billing (b) are siblings; b's graph.node.parent_id names triage.
+    links = {"w": "", "t": "w", "t-turn": "t", "b": "w", "b-turn": "b"}
+    spans = [
+        agent("t", "w", "triage", 10, node_id="triage"),
+        agent("b", "w", "billing", 20, "trace", "billing", "triage"),
+    ]
+    tree, by_id, found = resolve(links, (), spans)
+    assert found["t"] == agents.Invocation("t", "triage", None, agents.ROOT, 0, "t")
+    assert found["b"] == agents.Invocation("b", "billing", "t", agents.HANDOFF, 0, "t")
+    call = agents.call_agent("b-turn", None, tree, by_id, found)
+    assert (call.agent, call.invocation.id) == ("billing", "b")
+
+
+def test_a_node_parent_named_later_or_nowhere_is_no_handoff():
+    links = {"w": "", "t": "w", "b": "w"}
+    spans = [
+        agent("t", "w", "triage", 30, node_id="triage"),
+        agent("b", "w", "billing", 20, "trace", "billing", "triage"),
+    ]
+    assert resolve(links, (), spans)[2]["b"].entered == agents.ROOT
+    spans = [agent("b", "w", "billing", 20, "trace", "billing", "nobody")]
+    assert resolve(links, (), spans)[2]["b"].entered == agents.ROOT
+
+
+def test_an_agent_under_a_tool_of_another_is_an_agent_as_tool_or_a_delegation_by_its_session():
+    # orchestrator o -> turn -> tool x -> workflow chain -> billing b
+    links = {"o": "", "o-turn": "o", "x": "o-turn", "chain": "x", "b": "chain"}
+    spans = [agent("o", "", "orchestrator", 1), agent("b", "chain", "billing", 2)]
+    found = resolve(links, {"x"}, spans)[2]
+    assert found["b"] == agents.Invocation("b", "billing", "o", agents.AGENT_AS_TOOL, 1, "o")
+    # pydantic-ai: the child run has a conversation id of its own: a delegation.
+    spans = [agent("o", "", "planner", 1, "C1"), agent("b", "chain", "expert", 2, "C2")]
+    found = resolve(links, {"x"}, spans)[2]
+    assert found["b"] == agents.Invocation("b", "expert", "o", agents.DELEGATION, 1, "o")
+
+
+def test_an_agent_directly_under_another_is_a_subagent_and_depths_add_up():
+    links = {"a": "", "b": "a", "x": "b", "c": "x", "c-call": "c"}
+    spans = [agent("a", "", "lead", 1), agent("b", "a", "researcher", 2), agent("c", "x", "reader", 3)]
+    tree, by_id, found = resolve(links, {"x"}, spans)
+    assert (found["b"].entered, found["b"].depth, found["b"].root) == (agents.SUBAGENT, 1, "a")
+    assert (found["c"].entered, found["c"].depth, found["c"].root) == (agents.AGENT_AS_TOOL, 2, "a")
+
+
+def test_a_call_whose_ancestors_have_not_arrived_keeps_the_agent_it_names():
+    tree, by_id, found = resolve({"t": "w"}, (), [agent("t", "w", "triage", 1)])
+    assert agents.call_agent("missing", "planner", tree, by_id, found) == agents.CallAgent("planner", None)
+    assert agents.call_agent("", None, tree, by_id, found) == agents.CallAgent(None, None)
+
+
+def test_a_cycle_in_untrusted_parent_ids_ends():
+    links = {"a": "b", "b": "a", "t": "a"}
+    tree, by_id, found = resolve(links, (), [agent("t", "a", "triage", 1, node_id="t", node_parent_id="t")])
+    assert found["t"].entered == agents.ROOT
+    assert agents.call_agent("a", None, tree, by_id, found) == agents.CallAgent(None, None)
+    # Two agents naming each other as node parents: the earlier one is the root.
+    spans = [
+        agent("x", "", "x", 1, node_id="x", node_parent_id="y"),
+        agent("y", "", "y", 2, node_id="y", node_parent_id="x"),
+    ]
+    found = resolve({"x": "", "y": ""}, (), spans)[2]
+    assert (found["x"].entered, found["y"].entered, found["y"].root) == (agents.ROOT, agents.HANDOFF, "x")
+
+
+def test_a_child_runs_calls_move_to_the_run_of_their_roots_first_top_level_call():
+    root = agents.Invocation("p", "planner", None, agents.ROOT, 0, "p")
+    child = agents.Invocation("e", "expert", "p", agents.DELEGATION, 1, "p")
+    calls = [
+        Placed("c0", 1, 100, "s0", root),
+        Placed("c1", 2, 200, "s1", child),
+        Placed("c2", 2, 300, "s2", child),
+        Placed("c3", 1, 400, "s3", root),
+        Placed("other", 3, 50, "s4", None),
+    ]
+    assert agents.session_runs(calls) == {"c1": 1, "c2": 1}
+    # Before the root's own calls arrive, nothing moves: there is no session run to move to yet.
+    assert agents.session_runs([call for call in calls if call.run_id != 1]) == {}
