@@ -22,6 +22,17 @@ def tokens(value, unknown: str = "unknown") -> str:
 
 
 @register.filter
+def usd(value, unknown: str = "unknown") -> str:
+    """Dollars as the KPI strip writes them: 1.4604 -> "$1.46", 0.04586 -> "$0.0459", -0.1 -> "-$0.10"."""
+    if value is None or value == "":
+        return unknown
+    amount = float(value)
+    sign = "-" if amount < 0 else ""
+    amount = abs(amount)
+    return f"{sign}${amount:,.2f}" if amount >= 1 or amount == 0 else f"{sign}${amount:,.4f}"
+
+
+@register.filter
 def signed(value) -> str:
     """A delta with its sign: +880, -3, 0."""
     if value is None:

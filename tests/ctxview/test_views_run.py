@@ -87,6 +87,28 @@ def test_the_cache_panel_marks_every_break_with_a_link_to_its_call(viewer_client
     assert b"29 cache breaks" in response.content
 
 
+def test_the_cache_panel_sums_the_breaks_by_cause_and_pages_every_break(viewer_client, inspect):
+    run = inspect.migration
+    by_cause = run.accounting["cache_breaks"]["by_cause"]
+    total = run.accounting["cache_breaks"]["count"]
+    first = viewer_client.get(f"/runs/{run.id}/panels/cache")
+    groups = {group["cause"]: group for group in first.context["result"]["by_cause"]}
+    assert {cause: group["count"] for cause, group in groups.items()} == {
+        cause: entry["count"] for cause, entry in by_cause.items()
+    }
+    for cause, entry in by_cause.items():
+        assert groups[cause]["cost_usd"] == pytest.approx(entry["cost_usd"], abs=1e-5)
+    pages = first.context["result"]["breaks_page"]["pages"]
+    listed = []
+    for page in range(1, pages + 1):
+        response = viewer_client.get(f"/runs/{run.id}/panels/cache?breaks_page={page}")
+        listed += [entry["seq"] for entry in response.context["result"]["breaks_page"]["rows"]]
+    assert len(listed) == len(set(listed)) == total
+    cost = run.accounting["cost_usd"]
+    said = b"Caching costs more than it saves" in first.content
+    assert said == (cost["with_cache"] > cost["without_cache"])
+
+
 def test_the_findings_panel_explains_each_type(viewer_client, inspect):
     response = viewer_client.get(f"/runs/{inspect.incident.id}/panels/findings")
     body = response.content.decode()
@@ -132,6 +154,7 @@ def test_the_calls_panel_pages(viewer_client, inspect):
         ("presence?rows=0", "rows must be between 1 and 1200"),
         ("presence?rows=lots", "rows must be a whole number"),
         ("calls?page=3", "page 3 does not exist: this run has 2 page(s) of calls"),
+        ("cache?breaks_page=2", "breaks_page 2 does not exist: this run has 1 page(s) of breaks"),
     ],
 )
 def test_bad_panel_parameters_are_a_400_that_says_why(viewer_client, inspect, path, message):

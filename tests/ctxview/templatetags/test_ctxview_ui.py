@@ -1,6 +1,6 @@
 import pytest
 
-from ctxview.templatetags.ctxview_ui import http_link
+from ctxview.templatetags.ctxview_ui import http_link, usd
 
 
 @pytest.mark.parametrize(
@@ -29,3 +29,15 @@ def test_an_http_link_is_kept(url):
 )
 def test_anything_else_is_no_link(url):
     assert http_link(url) == ""
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(1.4604, "$1.46"), (0.045863, "$0.0459"), (-0.103835, "-$0.1038"), (1234.5, "$1,234.50"), (0, "$0.00")],
+)
+def test_dollars_are_written_one_way(value, text):
+    assert usd(value) == text
+
+
+def test_an_unknown_amount_is_said():
+    assert usd(None) == "unknown"
