@@ -119,7 +119,22 @@ def test_the_findings_panel_explains_each_type(viewer_client, inspect):
     assert "Keep standing facts and rules in a pinned block" in body
     assert "read_log" in body  # the unknown tool, from the evidence
     data = figure(response, "fig-findings")
-    assert {trace["name"] for trace in data["data"]} == {"warning", "info"}
+    assert {trace["name"] for trace in data["data"]} == {"warning", "info", "occurrence"}
+
+
+def test_the_findings_panel_counts_every_cache_break_as_an_occurrence(viewer_client, inspect):
+    run = inspect.migration
+    response = viewer_client.get(f"/runs/{run.id}/panels/findings")
+    groups = {group["type"]: group for group in response.context["result"]["groups"]}
+    breaks = run.accounting["cache_breaks"]["count"]
+    invalidated = groups["cache_invalidated"]
+    invisible = groups.get("invisible_invalidator", {}).get("occurrences", 0)
+    assert invalidated["occurrences"] + invisible == breaks
+    assert invalidated["count"] == run.findings.filter(type="cache_invalidated").count()
+    assert f"{invalidated['occurrences']} occurrences" in response.content.decode()
+    occurrence = next(t for t in figure(response, "fig-findings")["data"] if t["name"] == "occurrence")
+    # Each finding is drawn at its own call; the timeline's small diamonds are the other occurrences.
+    assert len(occurrence["x"]) == sum(group["occurrences"] - group["count"] for group in groups.values())
 
 
 def test_the_presence_panel_is_bounded_and_filterable(viewer_client, inspect):
@@ -228,7 +243,7 @@ def test_the_header_is_its_own_htmx_region_and_shows_what_was_just_added(viewer_
     viewer_client.post(review, {"action": "unbookmark", "call_seq": "4"})
     viewer_client.post(review, {"action": "delete_note", "note_id": Note.objects.get(run=run).id})
     data = figure(viewer_client.get(f"/runs/{run.id}/panels/findings"), "fig-findings")
-    assert {trace["name"] for trace in data["data"]} == {"warning", "info"}
+    assert {trace["name"] for trace in data["data"]} == {"warning", "info", "occurrence"}
     assert "0 notes · 0 bookmarks" in viewer_client.get(url).content.decode()
 
 
@@ -239,7 +254,7 @@ def test_the_findings_timeline_draws_notes_and_bookmarks_at_their_calls(viewer_c
     body = response.content.decode()
     data = figure(response, "fig-findings")
     traces = {trace["name"]: trace for trace in data["data"]}
-    assert set(traces) == {"warning", "info", "note", "bookmark"}
+    assert set(traces) == {"warning", "info", "occurrence", "note", "bookmark"}
     assert data["layout"]["yaxis"]["categoryarray"][-2:] == ["bookmarks", "notes"]
     notes, bookmarks = traces["note"], traces["bookmark"]
     calls = marks["calls"]
