@@ -5,7 +5,7 @@ from typing import Any
 
 from ctxcore import catalogue
 from ctxview.panels import help, palette
-from ctxview.panels.plot import axis, base_layout, config, links, plot_text
+from ctxview.panels.plot import axis, base_layout, config, count_axis, links, plot_text
 from ctxview.params import BadParameter, int_param
 
 # Above this many calls the bars are binned (sums per bin); breaks are always shown one by one.
@@ -208,7 +208,7 @@ def figure(result: Mapping[str, Any]) -> dict:
     layout["barmode"] = "stack"
     layout["bargap"] = 0.15
     layout["hovermode"] = "closest"
-    layout["xaxis"] = {"title": {"text": "call"}}
+    layout["xaxis"] = count_axis(x, "call")
     peak = max((value or 0) for value in _stack_tops(result)) if result["x"] else 0
     layout["yaxis"] = {
         "title": {"text": "prompt tokens"},

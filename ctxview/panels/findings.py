@@ -7,7 +7,7 @@ from typing import Any
 
 from ctxcore import catalogue
 from ctxview.panels import help, palette
-from ctxview.panels.plot import base_layout, config, plot_text
+from ctxview.panels.plot import base_layout, config, count_axis, plot_text
 
 # The timeline draws at most this many markers; the groups below it always count every finding.
 MAX_MARKERS = 3000
@@ -247,6 +247,7 @@ def figure(result: Mapping[str, Any]) -> dict:
             }
         )
     types = sorted({finding["type"] for finding in result["timed"]})
+    drawn = [trace_x for trace in data for trace_x in trace["x"]]
     review = result.get("marks") or {}
     # A category array lists its rows bottom up: the review rows go on top, clear of the findings.
     if review.get("bookmarks"):
@@ -259,7 +260,8 @@ def figure(result: Mapping[str, Any]) -> dict:
     layout["height"] = max(180, 60 + 28 * len(types))
     layout["hovermode"] = "closest"
     layout["margin"] = {**layout["margin"], "l": 170}
-    layout["xaxis"] = {"title": {"text": "call"}, "rangemode": "tozero"}
+    # The run's calls, so the timeline lines up with the charts above it.
+    layout["xaxis"] = count_axis([1, result.get("calls") or 1] + drawn, "call")
     layout["yaxis"] = {"type": "category", "categoryorder": "array", "categoryarray": types}
     layout["legend"] = {**layout["legend"], "y": -0.5 if len(types) < 3 else -0.3}
     return {"data": data, "layout": layout, "config": config()}
@@ -284,11 +286,17 @@ class FindingsPanel:
             for row in load.series(run)
             if (row["cache"] or {}).get("broke")
         ]
-        return {"findings": load.findings(run), "breaks": breaks, **load.review_marks(run)}
+        return {
+            "findings": load.findings(run),
+            "breaks": breaks,
+            "calls": run.call_count,
+            **load.review_marks(run),
+        }
 
     def compute(self, data: Mapping[str, Any], params: Mapping[str, Any]) -> dict:
         result = grouped(occurrences(data["findings"], data.get("breaks", ())))
         result["marks"] = marks(data.get("notes", ()), data.get("bookmarks", ()))
+        result["calls"] = data.get("calls")
         drawn = result["timed"] or result["marks"]["notes"] or result["marks"]["bookmarks"]
         result["figure"] = figure(result) if drawn else None
         return result
