@@ -149,7 +149,10 @@ def test_the_presence_panel_is_bounded_and_filterable(viewer_client, inspect):
     cell = data["cells"]["index"][row][heatmap["x"].index(seq_of_turn(inspect.incident, 31))]
     assert data["cells"]["labels"][cell] == "excluded (sliding_window)"
     assert data["links"]["rows"][row] == f"/runs/{inspect.incident.id}/item?id=fact%3Aaffected-shard"
-    assert b"Show more items (240 rows)" in response.content
+    hidden = response.context["result"]["hidden"]
+    assert hidden == response.context["result"]["matching_items"] - 120 > 0
+    assert f"Show the {hidden} hidden items" in response.content.decode()
+    assert sum(gap["count"] for gap in response.context["result"]["gaps"]) == hidden
     filtered = figure(viewer_client.get(f"{url}?q=fact"), "fig-presence")
     assert filtered["data"][0]["y"] == ["fact:affected-shard"]
     assert b"No item id contains" in viewer_client.get(f"{url}?q=zzz").content
