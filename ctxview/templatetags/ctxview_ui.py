@@ -33,6 +33,19 @@ def usd(value, unknown: str = "unknown") -> str:
 
 
 @register.filter
+def size(value, unknown: str = "unknown") -> str:
+    """A byte count with its unit: 512 -> "512 B", 159275 -> "155.5 kB", 3_500_000 -> "3.3 MB"."""
+    if value is None or value == "":
+        return unknown
+    amount = int(value)
+    if amount < 1024:
+        return f"{amount:,} B"
+    if amount < 1024 * 1024:
+        return f"{amount / 1024:,.1f} kB"
+    return f"{amount / 1024 / 1024:,.1f} MB"
+
+
+@register.filter
 def signed(value) -> str:
     """A delta with its sign: +880, -3, 0."""
     if value is None:

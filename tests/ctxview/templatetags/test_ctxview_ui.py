@@ -1,6 +1,6 @@
 import pytest
 
-from ctxview.templatetags.ctxview_ui import http_link, usd
+from ctxview.templatetags.ctxview_ui import http_link, size, usd
 
 
 @pytest.mark.parametrize(
@@ -41,3 +41,10 @@ def test_dollars_are_written_one_way(value, text):
 
 def test_an_unknown_amount_is_said():
     assert usd(None) == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("value", "text"), [(512, "512 B"), (159_275, "155.5 kB"), (3_500_000, "3.3 MB"), (None, "unknown")]
+)
+def test_byte_counts_carry_their_unit(value, text):
+    assert size(value) == text
