@@ -1,9 +1,12 @@
 """Number formatting for the UI's tables: token counts with thousands separators, signed deltas, shares;
 links people typed, made safe to put in an href; the template of a finding's evidence."""
 
+import re
 from urllib.parse import urlsplit
 
 from django import template
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
 
 from ctxcore import catalogue
 
@@ -43,6 +46,16 @@ def size(value, unknown: str = "unknown") -> str:
     if amount < 1024 * 1024:
         return f"{amount / 1024:,.1f} kB"
     return f"{amount / 1024 / 1024:,.1f} MB"
+
+
+# Where a path, an id or a model name may wrap: after these characters, never inside a word.
+BREAK_AFTER = re.compile(r"([/:._\-@=])")
+
+
+@register.filter
+def breakable(value) -> SafeString:
+    """The text escaped, with a line-break opportunity (``<wbr>``) after each / : . _ - @ =."""
+    return mark_safe(BREAK_AFTER.sub(r"\1<wbr>", escape(str(value if value is not None else ""))))
 
 
 @register.filter

@@ -3,6 +3,8 @@
  * cannot be reached. Error pages (400/404/500) are swapped in by htmx itself (see base.html). */
 (function () {
   "use strict";
+  // The page's CSS shows the no-JavaScript notes and hides "Loading…" only while this class is left.
+  document.documentElement.classList.remove("no-js");
 
   function typing(target) {
     var tag = target && target.tagName;

@@ -1,6 +1,6 @@
 import pytest
 
-from ctxview.templatetags.ctxview_ui import http_link, size, usd
+from ctxview.templatetags.ctxview_ui import breakable, http_link, size, usd
 
 
 @pytest.mark.parametrize(
@@ -48,3 +48,9 @@ def test_an_unknown_amount_is_said():
 )
 def test_byte_counts_carry_their_unit(value, text):
     assert size(value) == text
+
+
+def test_a_breakable_id_wraps_only_after_its_separators_and_stays_escaped():
+    assert breakable("file:src/a.ts") == "file:<wbr>src/<wbr>a.<wbr>ts"
+    assert breakable("<b>x</b>") == "&lt;b&gt;x&lt;/<wbr>b&gt;"
+    assert breakable(None) == ""
