@@ -109,6 +109,15 @@ def test_the_cache_panel_sums_the_breaks_by_cause_and_pages_every_break(viewer_c
     assert said == (cost["with_cache"] > cost["without_cache"])
 
 
+def test_the_run_page_address_carries_the_panels_view(viewer_client, inspect):
+    run = inspect.migration
+    body = viewer_client.get(f"/runs/{run.id}/?by=call&breaks_page=2").content.decode()
+    for slug in ("composition", "cache"):
+        assert f'hx-get="/runs/{run.id}/panels/{slug}?by=call&amp;breaks_page=2"' in body
+    panel = viewer_client.get(f"/runs/{run.id}/panels/composition?by=turn").content.decode()
+    assert f'hx-push-url="/runs/{run.id}/?by=call&amp;scale=window"' in panel
+
+
 def test_the_findings_panel_explains_each_type(viewer_client, inspect):
     response = viewer_client.get(f"/runs/{inspect.incident.id}/panels/findings")
     body = response.content.decode()
