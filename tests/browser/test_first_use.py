@@ -1,7 +1,7 @@
 """What got in a new user's way (issue 17), in a real browser on the demo runs: a break by removed items
 said in words, the breaks by cause with every break reachable, occurrences on the findings timeline,
 whole-number ticks on a short run, no page wider than the window nor a word broken in two at 1280 and
-1440 px, the overview without JavaScript, and the dark theme."""
+1440 px, the overview without JavaScript, the dark theme and the jump box."""
 
 import re
 from datetime import timedelta
@@ -208,4 +208,11 @@ def test_a_three_call_run_gets_whole_number_ticks_in_the_dark(live_server, chrom
     paper = page.evaluate("document.getElementById('plot-cache')._fullLayout.paper_bgcolor")
     assert paper != "#ffffff" and paper != "rgb(255, 255, 255)"
     screenshot(page, "run-overview-dark")
+
+    # The jump box, from the keyboard: "/" then a call number of this run.
+    page.keyboard.press("/")
+    page.keyboard.type("#2")
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{live_server.url}/calls/{run.calls.get(seq=2).id}/")
+    assert page.title().startswith("Call 2 ")
     context.close()
