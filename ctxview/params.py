@@ -1,7 +1,13 @@
 """Query-string parameters of the pages and panels, validated once: a bad one raises ``BadParameter`` with
 the sentence the 400 shows."""
 
+import re
 from collections.abc import Mapping
+
+# The jump box: "#57" or "call 57" names a call of the current run, "turn 40" a turn; anything else is a
+# run key or an item id.
+JUMP_CALL = re.compile(r"^(?:#|call\s*)(\d{1,9})$", re.IGNORECASE)
+JUMP_TURN = re.compile(r"^turn\s*(\d{1,9})$", re.IGNORECASE)
 
 
 class BadParameter(ValueError):
@@ -32,3 +38,14 @@ def choice_param(query: Mapping[str, str], name: str, choices: tuple[str, ...], 
     if value not in choices:
         raise BadParameter(f"{name} must be one of: {', '.join(choices)}")
     return value
+
+
+def jump_target(text: str) -> tuple[str, str | int]:
+    """What the jump box names: ``("call", seq)``, ``("turn", n)`` or ``("name", text)`` (a run key or an
+    item id, looked up in that order)."""
+    text = text.strip()
+    for kind, pattern in (("call", JUMP_CALL), ("turn", JUMP_TURN)):
+        match = pattern.match(text)
+        if match:
+            return kind, int(match.group(1))
+    return "name", text

@@ -31,6 +31,7 @@ urlpatterns = [
     path("login/", views.LoginView.as_view(), name="cv-login"),
     path("logout/", auth_views.LogoutView.as_view(), name="cv-logout"),
     path("", views.projects, name="cv-projects"),
+    path("jump", views.jump, name="cv-jump"),
     path("projects/new", views.create_project, name="cv-project-create"),
     path("projects/<slug:slug>/", views.project, name="cv-project"),
     path("projects/<slug:slug>/keys", views.create_ingest_key, name="cv-key-create"),

@@ -10,18 +10,20 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
+from django.urls import reverse
 from django.utils.text import slugify
 from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseLocation
 
 from ctxcore import catalogue
-from ctxview import throttle
-from ctxview.access import get_project_for_user, has_role, projects_for_user
+from ctxview import search, throttle
+from ctxview.access import get_project_for_user, get_run_for_user, has_role, projects_for_user
 from ctxview.panels import load
 from ctxview.panels import runs as runs_query
-from ctxview.params import BadParameter
+from ctxview.params import BadParameter, int_param, jump_target
 from ctxview.views_common import bad_request, render_page, ui_view
 from ingest.keys import create_key
-from ingest.models import IngestKey, Membership, Project, RawBatch
+from ingest.models import IngestKey, Membership, Project, RawBatch, Run
 
 
 class LoginView(auth_views.LoginView):
@@ -168,3 +170,50 @@ def runs(request: HttpRequest, slug: str) -> HttpResponse:
         "endpoint": request.build_absolute_uri("/"),
     }
     return render_page(request, "ctxview/runs.html", context, regions=("page", "runs-table"))
+
+
+JUMP_HELP = "a run key, #57 or turn 40 (from a run's pages), or an item id of the run"
+
+
+def _go(request: HttpRequest, url: str) -> HttpResponse:
+    # htmx: fetch the page into #page and push its address, like a boosted link; otherwise a redirect.
+    if getattr(request, "htmx", None):
+        return HttpResponseLocation(url, target="#page")
+    return redirect(url)
+
+
+@ui_view
+def jump(request: HttpRequest) -> HttpResponse:
+    """The jump box (``/`` on any page): to a run by key, to a call or turn of the current run, to an item."""
+    text = (request.GET.get("q") or "").strip()
+    if not text:
+        raise BadParameter(f"type what to jump to: {JUMP_HELP}")
+    if len(text) > 500:
+        raise BadParameter("q must be at most 500 characters")
+    run_id = int_param(request.GET, "run", None, 1, 2**31)
+    run = get_run_for_user(request.user, run_id) if run_id is not None else None
+    kind, value = jump_target(text)
+    if kind != "name" and run is None:
+        raise BadParameter(f"“{text}” names a {kind} of a run: jump from one of the run's pages")
+    if kind == "call":
+        call_id = run.calls.filter(seq=value).values_list("id", flat=True).first()
+        if call_id is None:
+            raise BadParameter(f"run {run.key} has no call {value}: its calls are 1 to {run.call_count}")
+        return _go(request, load.call_url(call_id))
+    if kind == "turn":
+        if not 1 <= value <= run.turn_count:
+            raise BadParameter(f"run {run.key} has no turn {value}: its turns are 1 to {run.turn_count}")
+        return _go(request, load.explain_url(run.id, value))
+    found = (
+        Run.objects.filter(project__in=projects_for_user(request.user), key=text)
+        .order_by("-updated_at")
+        .values_list("id", flat=True)
+        .first()
+    )
+    if found is not None:
+        return _go(request, reverse("cv-run", args=[found]))
+    held = search.runs_with_item([run.project_id], {"id": text}) if run is not None else ()
+    # PostgreSQL answers rows of run ids, the embedded SQLite scan a list of them.
+    if run is not None and run.id in {row["run_id"] if isinstance(row, dict) else row for row in held}:
+        return _go(request, load.item_url(run.id, text))
+    raise BadParameter(f"nothing is called “{text}”: type {JUMP_HELP}")

@@ -38,6 +38,7 @@ def _invalidation(call: Call, items: list[dict], cache: dict) -> dict | None:
         "old": None,
         "new": None,
         "diff": None,
+        "story": None,
     }
     reference = (
         call.run.calls.filter(seq=cache["reference_seq"]).only("id", "seq", "items").first()
@@ -52,10 +53,15 @@ def _invalidation(call: Call, items: list[dict], cache: dict) -> dict | None:
     old = old_items[position] if position < len(old_items) else None
     new = items[position] if position < len(items) else None
     result["old"], result["new"] = old, new
-    texts = load.contents(call.project_id, [entry["hash"] for entry in (old, new) if entry])
-    if old and new and old["hash"] in texts and new["hash"] in texts:
+    if not shapes.diffable(result["cause"], old, new):
+        # Items removed, inserted or cut off: two unrelated items' bytes would say nothing, words do.
+        reasons = {entry["id"]: entry.get("reason") for entry in call.excluded}
+        result["story"] = shapes.rewrite_story(old_items, items, position, reasons)
+        return result
+    texts = load.contents(call.project_id, [old["hash"], new["hash"]])
+    if old["hash"] in texts and new["hash"] in texts:
         result["diff"] = diff.segments(texts[old["hash"]], texts[new["hash"]])
-    result["missing_content"] = bool(old and new) and result["diff"] is None
+    result["missing_content"] = result["diff"] is None
     return result
 
 

@@ -5,12 +5,15 @@ from typing import Any
 
 from ctxcore import catalogue
 from ctxview.panels import help, palette
-from ctxview.panels.plot import axis, base_layout, config, links, plot_text
+from ctxview.panels.plot import axis, base_layout, config, count_axis, links, plot_text
+from ctxview.params import BadParameter, int_param
 
 # Above this many calls the bars are binned (sums per bin); breaks are always shown one by one.
 MAX_BARS = 1500
 # Where the break markers sit on the hit-rate axis: above 100 %, clear of the bars and the line.
 BREAK_ROW = 1.08
+# Rows of the breaks table per page (every break is reachable through the pager).
+BREAKS_PER_PAGE = 50
 
 
 def _sum(values: Sequence[int | None]) -> int | None:
@@ -65,6 +68,59 @@ def cache_series(rows: Sequence[Mapping[str, Any]]) -> dict:
         "calls": len(rows),
         "analysed": sum(1 for row in rows if row.get("cache")),
         "reported": sum(1 for row in rows if row["cache_read"] is not None),
+    }
+
+
+def by_cause(breaks: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """One row per cause, the costliest first: count, tokens written again, cost, first and last call, fix."""
+    groups: dict[str, dict] = {}
+    for entry in breaks:
+        name = entry["cause"] or "unknown"
+        group = groups.setdefault(
+            name,
+            {
+                "cause": name,
+                "title": catalogue.CAUSES[name].title if name in catalogue.CAUSES else name,
+                "fix": catalogue.fix("cache_invalidated", name) if name in catalogue.CAUSES else "",
+                "count": 0,
+                "tokens_rewritten": 0,
+                "cost_usd": None,
+                "first": entry,
+                "last": entry,
+            },
+        )
+        group["count"] += 1
+        group["tokens_rewritten"] += entry["tokens_rewritten"]
+        if entry["cost_usd"] is not None:
+            group["cost_usd"] = round((group["cost_usd"] or 0) + entry["cost_usd"], 6)
+        group["last"] = entry
+    return sorted(groups.values(), key=lambda g: (-(g["cost_usd"] or 0), -g["tokens_rewritten"], g["cause"]))
+
+
+def verdict(cost: Mapping[str, Any] | None) -> dict | None:
+    """Whether caching paid off over the run: what it saved (negative: what it cost) at list prices."""
+    cost = cost or {}
+    with_cache, without = cost.get("with_cache"), cost.get("without_cache")
+    if with_cache is None or without is None:
+        return None
+    saved = round(without - with_cache, 6)
+    return {"with_cache": with_cache, "without_cache": without, "saved": saved, "pays": saved >= 0}
+
+
+def page_of(entries: Sequence[Any], page: int, size: int = BREAKS_PER_PAGE) -> dict:
+    """One page of the breaks (``page`` counts from 1); a page past the last is a ``BadParameter``."""
+    pages = max(1, -(-len(entries) // size))
+    if page > pages:
+        raise BadParameter(f"breaks_page {page} does not exist: this run has {pages} page(s) of breaks")
+    start = (page - 1) * size
+    return {
+        "rows": list(entries[start : start + size]),
+        "page": page,
+        "pages": pages,
+        "first": start + 1,
+        "last": min(start + size, len(entries)),
+        "previous": page - 1 if page > 1 else None,
+        "next": page + 1 if page < pages else None,
     }
 
 
@@ -152,7 +208,7 @@ def figure(result: Mapping[str, Any]) -> dict:
     layout["barmode"] = "stack"
     layout["bargap"] = 0.15
     layout["hovermode"] = "closest"
-    layout["xaxis"] = {"title": {"text": "call"}}
+    layout["xaxis"] = count_axis(x, "call")
     peak = max((value or 0) for value in _stack_tops(result)) if result["x"] else 0
     layout["yaxis"] = {
         "title": {"text": "prompt tokens"},
@@ -180,16 +236,19 @@ class CachePanel:
     help = help.CHARTS["cache"]
 
     def params(self, query: Mapping[str, str]) -> dict:
-        return {}
+        return {"breaks_page": int_param(query, "breaks_page", 1, 1, 10**6)}
 
     def load(self, run, params: Mapping[str, Any]) -> dict:
         from ctxview.panels import load
 
-        return {"rows": load.series(run)}
+        return {"rows": load.series(run), "cost": (run.accounting or {}).get("cost_usd")}
 
     def compute(self, data: Mapping[str, Any], params: Mapping[str, Any]) -> dict:
         result = cache_series(data["rows"])
         result["figure"] = figure(result)
+        result["by_cause"] = by_cause(result["breaks"])
+        result["breaks_page"] = page_of(result["breaks"], params.get("breaks_page", 1))
+        result["verdict"] = verdict(data.get("cost"))
         return result
 
     def summary(self, result: Mapping[str, Any]) -> str:

@@ -171,3 +171,52 @@ def neighbours(seqs_turns: Sequence[tuple[int, int | None, int]], seq: int) -> d
         "previous_turn": previous_turn,
         "next_turn": next_turn,
     }
+
+
+# Causes whose first divergent item is another version of the same content: a byte diff reads well.
+DIFF_CAUSES = frozenset({"key_order", "volatile_system_prompt", "system_changed"})
+# Items named in the removed/inserted lists before "and N more".
+STORY_ITEMS = 20
+
+
+def diffable(cause: str | None, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
+    """Whether the break is two versions of one item (a diff helps) rather than items removed or added."""
+    if old is None or new is None:
+        return False
+    return old["id"] == new["id"] or cause in DIFF_CAUSES
+
+
+def rewrite_story(
+    old_items: Sequence[Mapping[str, Any]],
+    new_items: Sequence[Mapping[str, Any]],
+    position: int,
+    reasons: Mapping[str, str | None],
+) -> dict:
+    """What happened at and after the first divergent position: items removed (with why) and inserted.
+
+    ``old_items`` are the cached call's, ``new_items`` this call's, both in render order; ``reasons`` maps
+    an excluded item's id to this call's exclusion reason."""
+    new_ids = {item["id"] for item in new_items}
+    old_ids = {item["id"] for item in old_items}
+    removed = [
+        {"id": item["id"], "reason": reasons.get(item["id"])}
+        for item in old_items[position:]
+        if item["id"] not in new_ids
+    ]
+    inserted = [{"id": item["id"]} for item in new_items[position:] if item["id"] not in old_ids]
+    by_reason: dict[str, int] = {}
+    for entry in removed:
+        key = entry["reason"] or "no reason given"
+        by_reason[key] = by_reason.get(key, 0) + 1
+    return {
+        "position": position,
+        "removed": removed[:STORY_ITEMS],
+        "removed_count": len(removed),
+        "removed_reasons": sorted(by_reason.items(), key=lambda pair: -pair[1]),
+        "inserted": inserted[:STORY_ITEMS],
+        "inserted_count": len(inserted),
+        "removed_more": max(len(removed) - STORY_ITEMS, 0),
+        "inserted_more": max(len(inserted) - STORY_ITEMS, 0),
+        "truncated": position >= len(new_items),
+        "written_again": max(len(new_items) - position, 0),
+    }

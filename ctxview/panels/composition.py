@@ -4,13 +4,24 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxview.panels import help, palette
-from ctxview.panels.plot import axis, base_layout, config, links, plot_text
+from ctxview.panels.plot import axis, base_layout, config, count_axis, links, plot_text
 from ctxview.params import choice_param
 
 # Above this many points per-call charts are binned (each point the largest window of its bin).
 MAX_POINTS = 1500
 # When the window never comes near the limit, the y axis fits the window instead of the budget.
 OFF_SCALE = 0.25
+
+
+# A run with fewer turns than this (and more calls than turns) opens per call: a per-turn chart of an
+# 80-call run in 3 turns would draw 3 points.
+FEW_TURNS = 6
+
+
+def default_by(rows: Sequence[Mapping[str, Any]]) -> str:
+    """``call`` for a run with few turns and more calls than turns, else ``turn``."""
+    turns = {row["turn"] for row in rows if row.get("turn") is not None}
+    return "call" if len(turns) < FEW_TURNS and len(rows) > len(turns) else "turn"
 
 
 def composition(rows: Sequence[Mapping[str, Any]], by: str, explain_base: str) -> dict:
@@ -125,7 +136,7 @@ def figure(result: Mapping[str, Any], scale: str = "window") -> dict:
         )
     layout = base_layout()
     layout["hovermode"] = "x unified"
-    layout["xaxis"] = {"title": {"text": label}, "rangemode": "tozero" if label == "turn" else "normal"}
+    layout["xaxis"] = count_axis(x, label)
     layout["yaxis"] = {"title": {"text": "tokens"}, "rangemode": "tozero", "separatethousands": True}
     peak, limit = result["peak"], result["limit_max"]
     if scale == "window" and limit and peak < OFF_SCALE * limit:
@@ -159,7 +170,7 @@ class CompositionPanel:
 
     def params(self, query: Mapping[str, str]) -> dict:
         return {
-            "by": choice_param(query, "by", ("turn", "call"), "turn"),
+            "by": choice_param(query, "by", ("turn", "call"), ""),
             "scale": choice_param(query, "scale", ("window", "budget"), "window"),
         }
 
@@ -169,9 +180,10 @@ class CompositionPanel:
         return {"rows": load.series(run), "explain_base": load.explain_url(run.id, "")}
 
     def compute(self, data: Mapping[str, Any], params: Mapping[str, Any]) -> dict:
-        result = composition(data["rows"], params["by"], data["explain_base"])
+        by = params["by"] or default_by(data["rows"])
+        result = composition(data["rows"], by, data["explain_base"])
         result["figure"] = figure(result, params["scale"])
-        result.update(params)
+        result.update(params, by=by)
         return result
 
     def summary(self, result: Mapping[str, Any]) -> str:

@@ -278,6 +278,35 @@ def _stub(item: Mapping) -> dict:
     }
 
 
+def _conflict_items(conflict: Mapping[str, Any]) -> list[str]:
+    items = list(conflict.get("item_ids") or [])
+    items += [conflict[key] for key in ("item_id", "superseded_by") if conflict.get(key)]
+    return items
+
+
+def conflict_subjects(conflicts: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """Conflicts that concern the same items, as one subject: several findings (conflicting versions,
+    superseded, stale) often say one thing about one source."""
+    subjects: list[dict] = []
+    for conflict in conflicts:
+        items = _conflict_items(conflict)
+        source = conflict.get("source")
+        subject = next(
+            (s for s in subjects if (source and source == s["source"]) or set(items) & set(s["items"])),
+            None,
+        )
+        if subject is None:
+            subject = {"source": source, "items": [], "types": []}
+            subjects.append(subject)
+        subject["source"] = subject["source"] or source
+        subject["items"] += [item for item in items if item not in subject["items"]]
+        if conflict["type"] not in subject["types"]:
+            subject["types"].append(conflict["type"])
+    for subject in subjects:
+        subject["name"] = subject["source"] or (subject["items"] or subject["types"])[0]
+    return subjects
+
+
 def headlines(
     result: Mapping[str, Any], dropped_types: tuple[str, ...], findings: Sequence[Mapping]
 ) -> list[str]:
@@ -305,13 +334,13 @@ def headlines(
             + ", ".join(entry["id"] for entry in moved[:5])
             + "."
         )
-    new_conflicts = [conflict for conflict in result["conflicts"] if conflict["new"]]
-    if new_conflicts:
+    subjects = conflict_subjects([conflict for conflict in result["conflicts"] if conflict["new"]])
+    if subjects:
         lines.append(
-            f"{len(new_conflicts)} new conflict(s) in this window: "
-            + ", ".join(
-                conflict.get("source") or conflict.get("item_id") or conflict["type"]
-                for conflict in new_conflicts[:5]
+            f"{len(subjects)} new conflict{'s' if len(subjects) != 1 else ''} in this window: "
+            + "; ".join(
+                f"{subject['name']} ({', '.join(subject['items'])}: {', '.join(subject['types'])})"
+                for subject in subjects[:5]
             )
             + "."
         )

@@ -7,7 +7,7 @@ from typing import Any
 
 from ctxcore import catalogue
 from ctxview.panels import help, palette
-from ctxview.panels.plot import base_layout, config, plot_text
+from ctxview.panels.plot import base_layout, config, count_axis, plot_text
 
 # The timeline draws at most this many markers; the groups below it always count every finding.
 MAX_MARKERS = 3000
@@ -23,6 +23,33 @@ NOTES_PER_MARK = 3
 # The review rows' names on the y axis, drawn above the finding types.
 NOTES_ROW = "notes"
 BOOKMARKS_ROW = "bookmarks"
+
+
+# Findings that mark where a run of cache breaks of one cause starts; each break is an occurrence.
+INVISIBLE_CAUSE = "invisible"
+BREAK_TYPES = {"cache_invalidated", "invisible_invalidator"}
+
+
+def _break_type(cause: str | None) -> str:
+    return "invisible_invalidator" if cause == INVISIBLE_CAUSE else "cache_invalidated"
+
+
+def occurrences(findings: Sequence[Mapping[str, Any]], breaks: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """The calls where a cache-break finding's condition held: each break (``{seq, cause, url}``) goes to
+    the latest finding of its type and cause at or before its call. Other findings occur once, at their
+    call. Returns the findings with ``occurrences`` (a list of breaks; empty for other types)."""
+    starts: dict[tuple[str, str | None], list[int]] = {}
+    for index, finding in enumerate(findings):
+        if finding["type"] in BREAK_TYPES and finding.get("call_seq") is not None:
+            starts.setdefault((finding["type"], finding.get("cause")), []).append(index)
+    held: dict[int, list[Mapping[str, Any]]] = {}
+    for entry in breaks:
+        candidates = starts.get((_break_type(entry.get("cause")), entry.get("cause")), [])
+        before = [index for index in candidates if findings[index]["call_seq"] <= entry["seq"]]
+        if before:
+            owner = max(before, key=lambda index: findings[index]["call_seq"])
+            held.setdefault(owner, []).append(entry)
+    return [{**finding, "occurrences": held.get(index, [])} for index, finding in enumerate(findings)]
 
 
 def _rank(severity: str) -> int:
@@ -66,14 +93,25 @@ def grouped(findings: Sequence[Mapping[str, Any]]) -> dict:
     )
     for group in ordered:
         group["count"] = len(group["findings"])
+        # A finding marks where a condition starts; for cache breaks, every break it covers is counted too.
+        group["occurrences"] = sum(
+            len(finding.get("occurrences") or ()) or 1 for finding in group["findings"]
+        )
         group["fixes"] = sorted({finding["fix"] for finding in group["findings"] if finding.get("fix")})
     timed = [finding for finding in findings if finding.get("call_seq") is not None]
+    repeats = [
+        {"seq": entry["seq"], "url": entry.get("url"), "type": finding["type"], "start": finding["call_seq"]}
+        for finding in timed
+        for entry in finding.get("occurrences") or ()
+        if entry["seq"] != finding["call_seq"]
+    ]
     return {
         "groups": ordered,
         "total": len(findings),
         "run_level": [finding for finding in findings if finding.get("call_seq") is None],
         "timed": timed[:MAX_MARKERS],
         "timed_total": len(timed),
+        "repeats": repeats[:MAX_MARKERS],
     }
 
 
@@ -191,7 +229,25 @@ def figure(result: Mapping[str, Any]) -> dict:
                 "marker": {"color": palette.SEVERITY[severity], "size": 10, "symbol": "diamond"},
             }
         )
+    repeats = result.get("repeats") or []
+    if repeats:
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "occurrence",
+                "x": [entry["seq"] for entry in repeats],
+                "y": [entry["type"] for entry in repeats],
+                "customdata": [entry["url"] for entry in repeats],
+                "hovertext": [
+                    f"call {entry['seq']}: again, as since call {entry['start']}" for entry in repeats
+                ],
+                "hovertemplate": "%{hovertext}<br>click to open the call<extra></extra>",
+                "marker": {"color": palette.SEVERITY["warning"], "size": 7, "symbol": "diamond-open"},
+            }
+        )
     types = sorted({finding["type"] for finding in result["timed"]})
+    drawn = [trace_x for trace in data for trace_x in trace["x"]]
     review = result.get("marks") or {}
     # A category array lists its rows bottom up: the review rows go on top, clear of the findings.
     if review.get("bookmarks"):
@@ -204,7 +260,8 @@ def figure(result: Mapping[str, Any]) -> dict:
     layout["height"] = max(180, 60 + 28 * len(types))
     layout["hovermode"] = "closest"
     layout["margin"] = {**layout["margin"], "l": 170}
-    layout["xaxis"] = {"title": {"text": "call"}, "rangemode": "tozero"}
+    # The run's calls, so the timeline lines up with the charts above it.
+    layout["xaxis"] = count_axis([1, result.get("calls") or 1] + drawn, "call")
     layout["yaxis"] = {"type": "category", "categoryorder": "array", "categoryarray": types}
     layout["legend"] = {**layout["legend"], "y": -0.5 if len(types) < 3 else -0.3}
     return {"data": data, "layout": layout, "config": config()}
@@ -224,11 +281,22 @@ class FindingsPanel:
     def load(self, run, params: Mapping[str, Any]) -> dict:
         from ctxview.panels import load
 
-        return {"findings": load.findings(run), **load.review_marks(run)}
+        breaks = [
+            {"seq": row["seq"], "cause": row["cache"].get("cause"), "url": row["url"]}
+            for row in load.series(run)
+            if (row["cache"] or {}).get("broke")
+        ]
+        return {
+            "findings": load.findings(run),
+            "breaks": breaks,
+            "calls": run.call_count,
+            **load.review_marks(run),
+        }
 
     def compute(self, data: Mapping[str, Any], params: Mapping[str, Any]) -> dict:
-        result = grouped(data["findings"])
+        result = grouped(occurrences(data["findings"], data.get("breaks", ())))
         result["marks"] = marks(data.get("notes", ()), data.get("bookmarks", ()))
+        result["calls"] = data.get("calls")
         drawn = result["timed"] or result["marks"]["notes"] or result["marks"]["bookmarks"]
         result["figure"] = figure(result) if drawn else None
         return result

@@ -16,8 +16,9 @@ CHARTS = {
     "room reserved for the answer. Click a turn to explain it.",
     "cache": "Per call, the prompt split into uncached input, cache writes and cache reads, with the hit "
     "rate (cache read ÷ prompt) on the right axis and the read the analysis expected from the prefixes. "
-    "Each red marker is a cache break: click it to open the call, its invalidator and the diff.",
-    "findings": "Every finding at the call where it starts (a condition that lasts is reported once). "
+    "Each red marker is a cache break: click it to open the call and what broke it.",
+    "findings": "Every finding at the call where it starts (a condition that lasts is reported once); "
+    "the small open diamonds are its later occurrences (each further cache break of the same cause). "
     "Above them, the notes and bookmarks left on the run's calls on the review page. "
     "Click a marker to open the call.",
     "presence": "Items (rows, grouped by bucket) across calls (columns): coloured by how each call "

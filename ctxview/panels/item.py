@@ -4,7 +4,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ctxview.panels import help, palette
-from ctxview.panels.plot import base_layout, config, plot_text
+from ctxview.panels.plot import base_layout, config, count_axis, plot_text
 
 
 def story(
@@ -118,7 +118,7 @@ def figure(result: Mapping[str, Any]) -> dict:
     layout = base_layout()
     layout["height"] = 260
     layout["hovermode"] = "closest"
-    layout["xaxis"] = {"title": {"text": "call"}}
+    layout["xaxis"] = count_axis([value for trace in data for value in trace.get("x") or ()], "call")
     layout["yaxis"] = {
         "title": {"text": "position in window"},
         "range": [-0.15, 1.05],

@@ -27,6 +27,15 @@ def _tokens(value: int | None) -> str:
     return "unknown" if value is None else f"{value:,}"
 
 
+def _cost_detail(cost: Mapping[str, Any]) -> str:
+    with_cache, without = cost.get("with_cache"), cost.get("without_cache")
+    if without is None:
+        return "no price for this model"
+    if with_cache is not None and with_cache > without:
+        return f"{_money(without)} without caching: caching costs more than it saves"
+    return f"{_money(without)} without caching"
+
+
 def kpis(
     run: Mapping[str, Any], peak: int | None, limit: int | None, findings: Mapping[str, int]
 ) -> list[dict]:
@@ -65,9 +74,7 @@ def kpis(
         {
             "label": "Cost",
             "value": _money(cost.get("with_cache")),
-            "detail": f"{_money(cost.get('without_cache'))} without caching"
-            if cost.get("without_cache") is not None
-            else "no price for this model",
+            "detail": _cost_detail(cost),
             "help": "What the calls cost at the price table's rates, as billed and as they would have "
             "been without prompt caching.",
         },

@@ -58,3 +58,20 @@ def _common_prefix(values: list[str]) -> str:
     while length < min(len(first), len(last)) and first[length] == last[length]:
         length += 1
     return first[:length]
+
+
+# On a count axis (calls, turns) spanning at most this many, every whole number gets its tick.
+EVERY_TICK = 12
+
+
+def count_axis(values: list, title: str) -> dict:
+    """An x axis of calls or turns: whole-number ticks only (never turn 0.5), and no empty band before
+    the first value."""
+    result: dict = {"title": {"text": title}, "tickformat": ",d"}
+    numbers = [value for value in values if isinstance(value, int | float)]
+    if numbers:
+        low, high = min(numbers), max(numbers)
+        result["range"] = [low - 0.5, high + 0.5]
+        if high - low <= EVERY_TICK:
+            result.update({"tickmode": "linear", "tick0": low, "dtick": 1})
+    return result

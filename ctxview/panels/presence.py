@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ctxview.panels import help, palette
-from ctxview.panels.plot import base_layout, config, plot_text
+from ctxview.panels.plot import base_layout, config, count_axis, plot_text
 from ctxview.params import BadParameter, int_param
 
 MAX_COLUMNS = 200
@@ -100,9 +100,21 @@ def presence(
     chosen = sorted(
         candidates, key=lambda pair: (_priority(pair[0], pair[1], flagged, last), pair[1]["first"])
     )
-    chosen = chosen[:rows]
     order = {bucket: index for index, bucket in enumerate(palette.BUCKET_ORDER)}
-    chosen.sort(key=lambda pair: (order.get(pair[1]["bucket"], len(order)), pair[1]["first"]))
+
+    def drawn_order(pair: tuple[str, Mapping]) -> tuple[int, int]:
+        return (order.get(pair[1]["bucket"], len(order)), pair[1]["first"])
+
+    shown_ids = {item_id for item_id, _ in chosen[:rows]}
+    chosen = sorted(chosen[:rows], key=drawn_order)
+    # Where the hidden items would sit among the drawn rows: a marker says how many are left out there.
+    gaps: dict[int, int] = {}
+    drawn = 0
+    for item_id, _entry in sorted(candidates, key=drawn_order):
+        if item_id in shown_ids:
+            drawn += 1
+        else:
+            gaps[drawn] = gaps.get(drawn, 0) + 1
 
     size = max(1, -(-len(seqs) // max_columns))
     columns = [(start, min(start + size, len(seqs)) - 1) for start in range(0, len(seqs), size)]
@@ -150,6 +162,8 @@ def presence(
         "total_items": len(built["items"]),
         "matching_items": len(candidates),
         "more": len(candidates) > len(chosen),
+        "hidden": len(candidates) - len(chosen),
+        "gaps": [{"before": before, "count": count} for before, count in sorted(gaps.items())],
         "derived": built["derived"],
         "query": query,
     }
@@ -208,7 +222,7 @@ def figure(result: Mapping[str, Any]) -> dict:
     layout["height"] = 90 + (15 if rows <= 60 else 11) * max(rows, 4)
     layout["margin"] = {"l": 280, "r": 110, "t": 10, "b": 40}
     layout["hovermode"] = "closest"
-    layout["xaxis"] = {"title": {"text": "call"}, "side": "bottom"}
+    layout["xaxis"] = {**count_axis(result["x"], "call"), "side": "bottom"}
     layout["yaxis"] = {
         "autorange": "reversed",
         "tickfont": {"size": 10 if rows <= 60 else 9},
@@ -239,6 +253,33 @@ def figure(result: Mapping[str, Any]) -> dict:
                 "text": plot_text(group["bucket"]),
                 "showarrow": False,
                 "font": {"size": 11, "color": palette.BUCKETS.get(group["bucket"], "#6b7385")},
+            }
+        )
+    for gap in result.get("gaps") or ():
+        y = gap["before"] - 0.5
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "yref": "y",
+                "y0": y,
+                "y1": y,
+                "line": {"color": palette.EXCLUDED, "width": 1.5, "dash": "dot"},
+            }
+        )
+        annotations.append(
+            {
+                "xref": "paper",
+                "x": 0,
+                "xanchor": "left",
+                "yref": "y",
+                "y": y,
+                "text": f"⋯ {gap['count']:,} hidden",
+                "showarrow": False,
+                "bgcolor": "#ffffff",
+                "font": {"size": 9, "color": palette.EXCLUDED},
             }
         )
     layout["shapes"] = shapes
@@ -281,7 +322,9 @@ class PresencePanel:
             data["index"], data["flagged"], params["rows"], params["q"], item_base=data["item_base"]
         )
         result["figure"] = figure(result) if result["rows"] else None
-        result["next_rows"] = min(MAX_ROWS, params["rows"] + ROWS)
+        # One step shows every hidden item when few are left out, up to the ceiling.
+        result["next_rows"] = min(MAX_ROWS, params["rows"] + max(ROWS, result["hidden"]))
+        result["next_shows"] = min(result["hidden"], result["next_rows"] - result["rows"])
         result["modes"] = [
             {"name": name, "colour_class": f"mode-{name}", "help": help.MODES[name]} for name in MODE_CODES
         ]

@@ -1,9 +1,12 @@
 """Number formatting for the UI's tables: token counts with thousands separators, signed deltas, shares;
 links people typed, made safe to put in an href; the template of a finding's evidence."""
 
+import re
 from urllib.parse import urlsplit
 
 from django import template
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
 
 from ctxcore import catalogue
 
@@ -19,6 +22,40 @@ def tokens(value, unknown: str = "unknown") -> str:
         return f"{int(value):,}"
     except (TypeError, ValueError):
         return str(value)
+
+
+@register.filter
+def usd(value, unknown: str = "unknown") -> str:
+    """Dollars as the KPI strip writes them: 1.4604 -> "$1.46", 0.04586 -> "$0.0459", -0.1 -> "-$0.10"."""
+    if value is None or value == "":
+        return unknown
+    amount = float(value)
+    sign = "-" if amount < 0 else ""
+    amount = abs(amount)
+    return f"{sign}${amount:,.2f}" if amount >= 1 or amount == 0 else f"{sign}${amount:,.4f}"
+
+
+@register.filter
+def size(value, unknown: str = "unknown") -> str:
+    """A byte count with its unit: 512 -> "512 B", 159275 -> "155.5 kB", 3_500_000 -> "3.3 MB"."""
+    if value is None or value == "":
+        return unknown
+    amount = int(value)
+    if amount < 1024:
+        return f"{amount:,} B"
+    if amount < 1024 * 1024:
+        return f"{amount / 1024:,.1f} kB"
+    return f"{amount / 1024 / 1024:,.1f} MB"
+
+
+# Where a path, an id or a model name may wrap: after these characters, never inside a word.
+BREAK_AFTER = re.compile(r"([/:._\-@=])")
+
+
+@register.filter
+def breakable(value) -> SafeString:
+    """The text escaped, with a line-break opportunity (``<wbr>``) after each / : . _ - @ =."""
+    return mark_safe(BREAK_AFTER.sub(r"\1<wbr>", escape(str(value if value is not None else ""))))
 
 
 @register.filter

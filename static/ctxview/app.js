@@ -3,6 +3,8 @@
  * cannot be reached. Error pages (400/404/500) are swapped in by htmx itself (see base.html). */
 (function () {
   "use strict";
+  // The page's CSS shows the no-JavaScript notes and hides "Loading…" only while this class is left.
+  document.documentElement.classList.remove("no-js");
 
   function typing(target) {
     var tag = target && target.tagName;
@@ -11,6 +13,14 @@
 
   document.addEventListener("keydown", function (event) {
     if (event.defaultPrevented || event.altKey || event.ctrlKey || event.metaKey || typing(event.target)) return;
+    // "/" goes to the jump box (a run key, #call, turn N or an item id) from any page.
+    var jumpBox = document.getElementById("jump-q");
+    if (event.key === "/" && jumpBox) {
+      event.preventDefault();
+      jumpBox.focus();
+      jumpBox.select();
+      return;
+    }
     var key = (event.shiftKey ? "Shift+" : "") + event.key;
     var links = document.querySelectorAll("#page [data-hotkey]");
     for (var i = 0; i < links.length; i++) {

@@ -77,6 +77,39 @@
     });
   }
 
+  // The figures are built light (ctxview/panels/plot.py); under a dark system setting their ink and paper
+  // take the page's colours (app.css custom properties).
+  var DARK = window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches;
+  var INK = "#1d2330", PAPER = "#ffffff";
+
+  function themed(value, colours) {
+    if (typeof value === "string") {
+      var lower = value.toLowerCase();
+      return lower === INK ? colours.ink : lower === PAPER ? colours.paper : value;
+    }
+    if (Array.isArray(value)) return value.map(function (v) { return themed(v, colours); });
+    if (value && typeof value === "object") {
+      Object.keys(value).forEach(function (key) { value[key] = themed(value[key], colours); });
+    }
+    return value;
+  }
+
+  function theme(figure) {
+    if (!DARK) return;
+    var css = getComputedStyle(document.documentElement);
+    var colours = {
+      ink: css.getPropertyValue("--fg").trim() || "#e3e7ef",
+      paper: css.getPropertyValue("--card").trim() || "#171c26",
+    };
+    var grid = css.getPropertyValue("--line").trim() || "#2c3444";
+    themed(figure.data, colours);
+    themed(figure.layout, colours);
+    ["xaxis", "yaxis", "yaxis2"].forEach(function (name) {
+      var axis = figure.layout[name];
+      if (axis) { axis.gridcolor = grid; axis.zerolinecolor = grid; axis.linecolor = grid; }
+    });
+  }
+
   function draw(el) {
     if (el.dataset.drawn) return;
     var source = document.getElementById(el.dataset.figure);
@@ -89,6 +122,7 @@
       return;
     }
     expand(figure);
+    theme(figure);
     el.dataset.drawn = "drawing";
     el.classList.add("plot-loading");
     loadPlotly().then(function (Plotly) {

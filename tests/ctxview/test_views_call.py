@@ -32,6 +32,21 @@ def test_a_call_that_broke_the_cache_shows_its_invalidator_and_the_diff(viewer_c
     assert 'class="invalidator' in body and "invalidator</span>" in body
 
 
+def test_a_break_by_removed_items_says_what_was_removed_instead_of_a_diff(viewer_client, inspect):
+    broken = inspect.incident.calls.filter(analysis__cache__detail__change="removed").order_by("seq")
+    call = broken.first()
+    response = viewer_client.get(f"/calls/{call.id}/")
+    invalidation = response.context["invalidation"]
+    story = invalidation["story"]
+    assert invalidation["diff"] is None and story["removed_count"] >= 1
+    first = story["removed"][0]
+    assert first["id"] == call.analysis["cache"]["detail"]["removed_item_id"]
+    assert first["reason"] == "sliding_window"
+    body = response.content.decode()
+    assert "<del>" not in body and 'class="rewrite-story"' in body
+    assert f"everything from position {story['position']} on" in body
+
+
 def test_the_items_table_has_every_column_and_the_cache_boundary(viewer_client, inspect):
     call = Call.objects.filter(run=inspect.incident, analysis__cache__broke=True).order_by("seq").last()
     response = viewer_client.get(f"/calls/{call.id}/")

@@ -91,6 +91,37 @@ def test_the_cache_panel_marks_every_break_with_a_link_to_its_call(viewer_client
     assert b"29 cache breaks" in response.content
 
 
+def test_the_cache_panel_sums_the_breaks_by_cause_and_pages_every_break(viewer_client, inspect):
+    run = inspect.migration
+    by_cause = run.accounting["cache_breaks"]["by_cause"]
+    total = run.accounting["cache_breaks"]["count"]
+    first = viewer_client.get(f"/runs/{run.id}/panels/cache")
+    groups = {group["cause"]: group for group in first.context["result"]["by_cause"]}
+    assert {cause: group["count"] for cause, group in groups.items()} == {
+        cause: entry["count"] for cause, entry in by_cause.items()
+    }
+    for cause, entry in by_cause.items():
+        assert groups[cause]["cost_usd"] == pytest.approx(entry["cost_usd"], abs=1e-5)
+    pages = first.context["result"]["breaks_page"]["pages"]
+    listed = []
+    for page in range(1, pages + 1):
+        response = viewer_client.get(f"/runs/{run.id}/panels/cache?breaks_page={page}")
+        listed += [entry["seq"] for entry in response.context["result"]["breaks_page"]["rows"]]
+    assert len(listed) == len(set(listed)) == total
+    cost = run.accounting["cost_usd"]
+    said = b"Caching costs more than it saves" in first.content
+    assert said == (cost["with_cache"] > cost["without_cache"])
+
+
+def test_the_run_page_address_carries_the_panels_view(viewer_client, inspect):
+    run = inspect.migration
+    body = viewer_client.get(f"/runs/{run.id}/?by=call&breaks_page=2").content.decode()
+    for slug in ("composition", "cache"):
+        assert f'hx-get="/runs/{run.id}/panels/{slug}?by=call&amp;breaks_page=2"' in body
+    panel = viewer_client.get(f"/runs/{run.id}/panels/composition?by=turn").content.decode()
+    assert f'hx-push-url="/runs/{run.id}/?by=call&amp;scale=window"' in panel
+
+
 def test_the_findings_panel_explains_each_type(viewer_client, inspect):
     response = viewer_client.get(f"/runs/{inspect.incident.id}/panels/findings")
     body = response.content.decode()
@@ -101,7 +132,22 @@ def test_the_findings_panel_explains_each_type(viewer_client, inspect):
     assert "Keep standing facts and rules in a pinned block" in body
     assert "read_log" in body  # the unknown tool, from the evidence
     data = figure(response, "fig-findings")
-    assert {trace["name"] for trace in data["data"]} == {"warning", "info"}
+    assert {trace["name"] for trace in data["data"]} == {"warning", "info", "occurrence"}
+
+
+def test_the_findings_panel_counts_every_cache_break_as_an_occurrence(viewer_client, inspect):
+    run = inspect.migration
+    response = viewer_client.get(f"/runs/{run.id}/panels/findings")
+    groups = {group["type"]: group for group in response.context["result"]["groups"]}
+    breaks = run.accounting["cache_breaks"]["count"]
+    invalidated = groups["cache_invalidated"]
+    invisible = groups.get("invisible_invalidator", {}).get("occurrences", 0)
+    assert invalidated["occurrences"] + invisible == breaks
+    assert invalidated["count"] == run.findings.filter(type="cache_invalidated").count()
+    assert f"{invalidated['occurrences']} occurrences" in response.content.decode()
+    occurrence = next(t for t in figure(response, "fig-findings")["data"] if t["name"] == "occurrence")
+    # Each finding is drawn at its own call; the timeline's small diamonds are the other occurrences.
+    assert len(occurrence["x"]) == sum(group["occurrences"] - group["count"] for group in groups.values())
 
 
 def test_the_presence_panel_is_bounded_and_filterable(viewer_client, inspect):
@@ -116,7 +162,10 @@ def test_the_presence_panel_is_bounded_and_filterable(viewer_client, inspect):
     cell = data["cells"]["index"][row][heatmap["x"].index(seq_of_turn(inspect.incident, 31))]
     assert data["cells"]["labels"][cell] == "excluded (sliding_window)"
     assert data["links"]["rows"][row] == f"/runs/{inspect.incident.id}/item?id=fact%3Aaffected-shard"
-    assert b"Show more items (240 rows)" in response.content
+    hidden = response.context["result"]["hidden"]
+    assert hidden == response.context["result"]["matching_items"] - 120 > 0
+    assert f"Show the {hidden} hidden items" in response.content.decode()
+    assert sum(gap["count"] for gap in response.context["result"]["gaps"]) == hidden
     filtered = figure(viewer_client.get(f"{url}?q=fact"), "fig-presence")
     assert filtered["data"][0]["y"] == ["fact:affected-shard"]
     assert b"No item id contains" in viewer_client.get(f"{url}?q=zzz").content
@@ -136,6 +185,7 @@ def test_the_calls_panel_pages(viewer_client, inspect):
         ("presence?rows=0", "rows must be between 1 and 1200"),
         ("presence?rows=lots", "rows must be a whole number"),
         ("calls?page=3", "page 3 does not exist: this run has 2 page(s) of calls"),
+        ("cache?breaks_page=2", "breaks_page 2 does not exist: this run has 1 page(s) of breaks"),
     ],
 )
 def test_bad_panel_parameters_are_a_400_that_says_why(viewer_client, inspect, path, message):
@@ -209,7 +259,7 @@ def test_the_header_is_its_own_htmx_region_and_shows_what_was_just_added(viewer_
     viewer_client.post(review, {"action": "unbookmark", "call_seq": "4"})
     viewer_client.post(review, {"action": "delete_note", "note_id": Note.objects.get(run=run).id})
     data = figure(viewer_client.get(f"/runs/{run.id}/panels/findings"), "fig-findings")
-    assert {trace["name"] for trace in data["data"]} == {"warning", "info"}
+    assert {trace["name"] for trace in data["data"]} == {"warning", "info", "occurrence"}
     assert "0 notes · 0 bookmarks" in viewer_client.get(url).content.decode()
 
 
@@ -220,7 +270,7 @@ def test_the_findings_timeline_draws_notes_and_bookmarks_at_their_calls(viewer_c
     body = response.content.decode()
     data = figure(response, "fig-findings")
     traces = {trace["name"]: trace for trace in data["data"]}
-    assert set(traces) == {"warning", "info", "note", "bookmark"}
+    assert set(traces) == {"warning", "info", "occurrence", "note", "bookmark"}
     assert data["layout"]["yaxis"]["categoryarray"][-2:] == ["bookmarks", "notes"]
     notes, bookmarks = traces["note"], traces["bookmark"]
     calls = marks["calls"]

@@ -70,3 +70,29 @@ def test_neighbours_give_previous_and_next_call_and_turn():
     assert around["previous_turn"] == (1, 1, 11) and around["next_turn"] == (5, 3, 15)
     first = call.neighbours(rows, 1)
     assert first["previous"] is None and first["previous_turn"] is None and first["next_turn"] == (3, 2, 13)
+
+
+def test_a_break_between_two_versions_of_one_item_is_diffable_and_other_items_are_not():
+    system_old, system_new = item("system:prompt", 0), item("system:prompt", 0)
+    assert call.diffable("history_rewritten", system_old, system_new)
+    assert call.diffable("volatile_system_prompt", item("system:a", 0), item("system:b", 0))
+    assert not call.diffable("history_rewritten", item("msg:t1:user", 3), item("msg:t2:user", 3))
+    assert not call.diffable("history_rewritten", item("msg:t1:user", 3), None)
+
+
+def test_the_rewrite_story_lists_the_removed_items_with_their_reason_and_the_inserted_ones():
+    old = [item(name, index) for index, name in enumerate(["sys", "m1", "a1", "m2", "a2"])]
+    new = [item(name, index) for index, name in enumerate(["sys", "m2", "a2", "m3"])]
+    story = call.rewrite_story(old, new, 1, {"m1": "sliding_window", "a1": "sliding_window"})
+    assert [entry["id"] for entry in story["removed"]] == ["m1", "a1"]
+    assert story["removed_reasons"] == [("sliding_window", 2)]
+    assert [entry["id"] for entry in story["inserted"]] == ["m3"]
+    assert (story["written_again"], story["truncated"]) == (len(new) - 1, False)
+
+
+def test_the_rewrite_story_names_a_few_items_and_counts_the_rest():
+    count = call.STORY_ITEMS + 5
+    old = [item(f"m{index}", index) for index in range(count)]
+    story = call.rewrite_story(old, [], 0, {})
+    assert len(story["removed"]) == call.STORY_ITEMS and story["removed_more"] == 5
+    assert story["removed_reasons"] == [("no reason given", count)] and story["truncated"]

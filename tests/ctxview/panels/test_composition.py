@@ -62,3 +62,22 @@ def test_estimated_buckets_are_reported():
     row = series_row(1, 1)
     row["buckets"] = buckets(system=10) | {"estimated": True}
     assert composition.composition([row], "call", "")["estimated"] is True
+
+
+def test_a_run_with_few_turns_opens_per_call_and_a_long_conversation_per_turn():
+    panel = composition.CompositionPanel()
+    params = panel.params({})
+    few = [series_row(seq, 1 + seq // 40) for seq in range(1, 81)]  # 80 calls in 3 turns
+    assert panel.compute({"rows": few, "explain_base": "/x?turn="}, params)["by"] == "call"
+    many = [series_row(turn, turn) for turn in range(1, 41)]
+    assert panel.compute({"rows": many, "explain_base": "/x?turn="}, params)["by"] == "turn"
+    asked = panel.params({"by": "turn"})
+    assert panel.compute({"rows": few, "explain_base": "/x?turn="}, asked)["by"] == "turn"
+
+
+def test_a_short_run_gets_whole_number_ticks_and_no_empty_band_before_the_first_turn():
+    rows = [series_row(seq, seq) for seq in (1, 2, 3)]
+    layout = composition.figure(composition.composition(rows, "turn", "/x?turn="))["layout"]
+    axis = layout["xaxis"]
+    assert (axis["tickmode"], axis["tick0"], axis["dtick"]) == ("linear", 1, 1)
+    assert axis["range"] == [0.5, 3.5]

@@ -102,3 +102,16 @@ def test_the_first_turn_has_nothing_before_it():
     result = explain.explain(first, None, first, history, [], [], "")
     assert result["gone_previous"] == [] and result["gone_total"] == 0
     assert result["headlines"] == ["Nothing notable changed in the window since the turn before."]
+
+
+def test_conflicts_about_the_same_items_are_one_subject():
+    conflicts = [
+        {"type": "conflicting_versions", "source": "plan.md", "item_ids": ["plan@v1", "plan@v2"]},
+        {"type": "superseded_included", "item_id": "plan@v1", "superseded_by": "plan@v2"},
+        {"type": "stale_version", "source": "plan.md", "item_id": "plan@v1"},
+        {"type": "superseded_included", "item_id": "notes@v1", "superseded_by": "notes@v2"},
+    ]
+    subjects = explain.conflict_subjects(conflicts)
+    assert [subject["name"] for subject in subjects] == ["plan.md", "notes@v1"]
+    assert subjects[0]["items"] == ["plan@v1", "plan@v2"]
+    assert subjects[0]["types"] == ["conflicting_versions", "superseded_included", "stale_version"]

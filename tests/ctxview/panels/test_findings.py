@@ -144,3 +144,39 @@ def test_the_timeline_draws_for_marks_alone_and_not_for_nothing():
     assert only_marks["figure"]["layout"]["yaxis"]["categoryarray"] == ["notes"]
     run_note_only = panel.compute({"findings": [], "notes": [note(None)], "bookmarks": []}, {})
     assert run_note_only["figure"] is None and len(run_note_only["marks"]["listed"]) == 1
+
+
+def a_break(seq, cause):
+    return {"seq": seq, "cause": cause, "url": f"/calls/{seq}/"}
+
+
+def test_each_cache_break_is_an_occurrence_of_the_latest_finding_of_its_cause():
+    rows = [
+        finding("cache_invalidated", "warning", 3, cause="volatile_system_prompt"),
+        finding("cache_invalidated", "warning", 5, cause="key_order"),
+        finding("cache_invalidated", "warning", 8, cause="volatile_system_prompt"),
+        finding("fact_dropped", "warning", 4, item_id="fact:x"),
+    ]
+    breaks = [a_break(seq, "volatile_system_prompt") for seq in (3, 4, 8, 9)]
+    breaks += [a_break(seq, "key_order") for seq in (5, 6, 7)]
+    counted = findings.occurrences(rows, breaks)
+    assert [[entry["seq"] for entry in row["occurrences"]] for row in counted] == [
+        [3, 4],
+        [5, 6, 7],
+        [8, 9],
+        [],
+    ]
+    result = findings.grouped(counted)
+    cache = next(group for group in result["groups"] if group["type"] == "cache_invalidated")
+    assert (cache["count"], cache["occurrences"]) == (3, len(breaks))
+    fact = next(group for group in result["groups"] if group["type"] == "fact_dropped")
+    assert fact["count"] == fact["occurrences"] == 1
+
+
+def test_the_timeline_draws_the_later_occurrences_beside_the_start():
+    rows = [finding("cache_invalidated", "warning", 3, cause="key_order")]
+    counted = findings.occurrences(rows, [a_break(seq, "key_order") for seq in (3, 4, 5)])
+    figure = findings.figure(findings.grouped(counted))
+    repeat = next(trace for trace in figure["data"] if trace["name"] == "occurrence")
+    assert repeat["x"] == [4, 5] and repeat["y"] == ["cache_invalidated"] * 2
+    assert repeat["customdata"] == ["/calls/4/", "/calls/5/"]

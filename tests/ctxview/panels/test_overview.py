@@ -43,3 +43,10 @@ def test_kpis_from_the_accounting():
     assert strip["Cost"]["value"] == "$0.8965" and strip["Cost"]["detail"] == "$1.69 without caching"
     assert strip["Cache breaks"]["detail"] == "$0.5531 written again"
     assert strip["Findings"]["value"] == "21" and strip["Findings"]["detail"] == "1 error, 20 warning"
+
+
+def test_the_cost_kpi_says_when_caching_costs_more_than_it_saves():
+    run = {"call_count": 80, "turn_count": 3, "prompt_total": 1, "accounting": {}}
+    run["accounting"] = {"cost_usd": {"with_cache": 1.460399, "without_cache": 1.356564}}
+    strip = {kpi["label"]: kpi for kpi in overview.kpis(run, None, None, {})}
+    assert strip["Cost"]["detail"] == "$1.36 without caching: caching costs more than it saves"

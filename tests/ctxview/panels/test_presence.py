@@ -88,3 +88,33 @@ def test_the_figure_is_a_heatmap_with_row_links():
     assert figure["cells"]["labels"] == result["cell_labels"]
     assert figure["links"]["rows"] == result["links"]
     assert len(figure["layout"]["annotations"]) == len(result["groups"])
+
+
+def test_hidden_rows_are_counted_and_marked_where_they_would_sit():
+    manifests = [
+        (seq, seq, [{"id": f"msg:t{n}", "bucket": "conversation"} for n in range(1, seq + 1)], [], "explicit")
+        for seq in range(1, 11)
+    ]
+    built = presence.index(manifests)
+    # Rows go to the items in the last window first, by first appearance: all ten are, so 8 rows keep
+    # t1-t8 and hide t9 and t10, after the last drawn row.
+    result = presence.presence(built, rows=8)
+    assert (result["hidden"], result["gaps"]) == (2, [{"before": 8, "count": 2}])
+    figure = presence.figure(result)
+    assert "⋯ 2 hidden" in [note["text"] for note in figure["layout"]["annotations"]]
+    panel = presence.PresencePanel()
+    computed = panel.compute(
+        {"index": built, "flagged": [], "item_base": "/i?id="}, panel.params({"rows": "8"})
+    )
+    assert (computed["next_shows"], computed["hidden"]) == (2, 2)
+
+
+def test_rows_hidden_between_drawn_rows_are_marked_between_them():
+    manifests = [
+        (seq, seq, [{"id": f"msg:t{n}", "bucket": "conversation"} for n in range(1, seq + 1)], [], "explicit")
+        for seq in range(1, 11)
+    ]
+    # A finding names msg:t10, so it is drawn; t8 and t9 are left out between t7 and t10.
+    result = presence.presence(presence.index(manifests), flagged=["msg:t10"], rows=8)
+    assert result["labels"][-2:] == ["msg:t7", "msg:t10"]
+    assert result["gaps"] == [{"before": 7, "count": 2}]

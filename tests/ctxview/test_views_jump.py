@@ -1,0 +1,80 @@
+"""The jump box: a run by key from any page; a call, a turn or an item of the run whose page it is on."""
+
+import pytest
+
+from ctxview.params import jump_target
+from tests.ctxview import ui_fixtures
+
+inspect = ui_fixtures.inspect
+stranger_client = ui_fixtures.stranger_client
+viewer_client = ui_fixtures.viewer_client
+
+
+@pytest.mark.parametrize(
+    ("text", "target"),
+    [
+        ("#57", ("call", 57)),
+        ("call 3", ("call", 3)),
+        ("Turn 40", ("turn", 40)),
+        ("fact:affected-shard", ("name", "fact:affected-shard")),
+        (" demo-run ", ("name", "demo-run")),
+        ("#x", ("name", "#x")),
+    ],
+)
+def test_what_the_jump_box_names(text, target):
+    assert jump_target(text) == target
+
+
+def test_a_run_key_a_call_a_turn_and_an_item(viewer_client, inspect):
+    run = inspect.incident
+    call = run.calls.get(seq=5)
+    cases = {
+        inspect.migration.key: f"/runs/{inspect.migration.id}/",
+        "#5": f"/calls/{call.id}/",
+        "turn 40": f"/runs/{run.id}/explain?turn=40",
+        "fact:affected-shard": f"/runs/{run.id}/item?id=fact%3Aaffected-shard",
+    }
+    for text, url in cases.items():
+        response = viewer_client.get("/jump", {"q": text, "run": run.id})
+        assert (response.status_code, response["Location"]) == (302, url), text
+
+
+def test_htmx_fetches_the_page_into_the_page_region(viewer_client, inspect):
+    run = inspect.incident
+    response = viewer_client.get(
+        "/jump", {"q": "#5", "run": run.id}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="page"
+    )
+    assert response.status_code == 200
+    assert response["HX-Location"] == f'{{"path": "/calls/{run.calls.get(seq=5).id}/", "target": "#page"}}'
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ({"q": ""}, "type what to jump to"),
+        ({"q": "#5"}, "names a call of a run: jump from one of the run"),
+        ({"q": "call 999", "run": "RUN"}, "has no call 999: its calls are 1 to"),
+        ({"q": "turn 0", "run": "RUN"}, "has no turn 0"),
+        ({"q": "no-such-thing", "run": "RUN"}, "nothing is called “no-such-thing”"),
+        ({"q": "x" * 501}, "q must be at most 500 characters"),
+        ({"q": "#5", "run": "abc"}, "run must be a whole number"),
+    ],
+)
+def test_what_cannot_be_jumped_to_is_a_400_that_says_why(viewer_client, inspect, query, message):
+    query = {name: str(inspect.incident.id) if value == "RUN" else value for name, value in query.items()}
+    response = viewer_client.get("/jump", query)
+    assert response.status_code == 400
+    assert message in response.content.decode()
+
+
+def test_another_projects_run_is_neither_found_nor_a_context(stranger_client, inspect):
+    assert stranger_client.get("/jump", {"q": inspect.incident.key}).status_code == 400
+    response = stranger_client.get("/jump", {"q": "#5", "run": inspect.incident.id})
+    assert response.status_code == 404
+
+
+def test_every_page_carries_the_jump_box_with_its_run(viewer_client, inspect):
+    run = inspect.incident
+    body = viewer_client.get(f"/runs/{run.id}/").content.decode()
+    assert 'id="jump-q"' in body and f'name="run" value="{run.id}"' in body
+    assert 'id="jump-q"' in viewer_client.get("/").content.decode()
