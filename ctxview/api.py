@@ -16,7 +16,8 @@ from django.views.decorators.http import require_GET
 
 from ctxcore import analysis, catalogue
 from ctxview.access import NotAuthenticated, api_projects
-from ctxview.panels.load import finding_counts
+from ctxview.panels.load import finding_counts, started_between
+from ctxview.panels.runs import label_filter
 from ctxview.search import ITEM_FILTERS, runs_with_item
 from ingest.models import Call, Content, Finding, Project, Run, Span
 
@@ -223,10 +224,7 @@ def runs(request: HttpRequest, projects: QuerySet[Project]) -> JsonResponse:
         queryset = queryset.filter(project__slug=request.GET["project"])
     if request.GET.get("service"):
         queryset = queryset.filter(service_name=request.GET["service"])
-    if since := _time_param(request, "since"):
-        queryset = queryset.filter(started_at__gte=since)
-    if until := _time_param(request, "until"):
-        queryset = queryset.filter(started_at__lt=until)
+    queryset = started_between(queryset, _time_param(request, "since"), _time_param(request, "until"))
     queryset = _search(queryset, request)
     if cursor := request.GET.get("cursor"):
         started_at, run_id = _decode_cursor(cursor)
@@ -256,7 +254,7 @@ def _search(queryset: QuerySet[Run], request: HttpRequest) -> QuerySet[Run]:
             id__in=Finding.objects.filter(type=request.GET["finding"]).values("run_id")
         )
     if request.GET.get("label"):
-        queryset = queryset.filter(labels__name=request.GET["label"].lower())
+        queryset = queryset.filter(labels__name=label_filter(request.GET["label"]))
     wanted = {field: request.GET[name] for name, field in ITEM_FILTERS.items() if request.GET.get(name)}
     if wanted:
         queryset = queryset.filter(
