@@ -16,9 +16,9 @@ from django.views.decorators.http import require_GET
 
 from ctxcore import analysis, catalogue
 from ctxview.access import NotAuthenticated, api_projects
-from ctxview.panels.load import finding_counts, started_between
-from ctxview.panels.runs import label_filter
+from ctxview.queries import finding_counts, started_between
 from ctxview.search import ITEM_FILTERS, runs_with_item
+from ctxview.shapes.runs import label_filter
 from ingest.models import Call, Content, Finding, Project, Run, Span
 
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")

@@ -14,11 +14,10 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_POST
 
 from ctxcore import catalogue
-from ctxview import throttle
+from ctxview import queries, throttle
 from ctxview.access import get_project_for_user, has_role, projects_for_user
-from ctxview.panels import load
-from ctxview.panels import runs as runs_query
 from ctxview.params import BadParameter
+from ctxview.shapes import runs as runs_query
 from ctxview.views_common import bad_request, render_page, ui_view
 from ingest.keys import create_key
 from ingest.models import IngestKey, Membership, Project, RawBatch
@@ -131,16 +130,16 @@ def runs(request: HttpRequest, slug: str) -> HttpResponse:
     """The project's runs: filter by service, model, time, finding type, label and what their windows held;
     sort; a page at a time."""
     project = get_project_for_user(request.user, slug)
-    choices = load.run_choices(project)
+    choices = queries.run_choices(project)
     filters = runs_query.parse(
         request.GET, choices["services"], choices["models"], choices["finding_types"], choices["labels"]
     )
-    paginator = Paginator(load.runs(project, filters), runs_query.PAGE_SIZE)
+    paginator = Paginator(queries.runs(project, filters), runs_query.PAGE_SIZE)
     if filters["page"] > paginator.num_pages:
         raise BadParameter(f"page {filters['page']} does not exist: there are {paginator.num_pages} page(s)")
     page = paginator.page(filters["page"])
     rows = list(page.object_list)
-    counts = load.finding_counts([run.id for run in rows])
+    counts = queries.finding_counts([run.id for run in rows])
     for run in rows:
         run.badges = [
             {"type": name, "count": count, "help": catalogue.finding_help(name)}

@@ -9,8 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from ctxview import queries
 from ctxview.models import Bookmark, Label, Note
-from ctxview.panels import load
 from ingest.models import Call, Run
 from tests.ctxview import ui_fixtures
 
@@ -122,6 +122,23 @@ def test_the_calls_panel_pages(viewer_client, inspect):
     response = viewer_client.get(f"/runs/{inspect.incident.id}/panels/calls?page=2")
     body = response.content.decode()
     assert "Calls 51–57 of 57" in body and "break: history_rewritten" in body
+
+
+def test_each_panel_fills_the_badge_beside_its_title_with_its_summary(viewer_client, inspect):
+    run = inspect.incident
+    page = viewer_client.get(f"/runs/{run.id}/").content.decode()
+    expected = {
+        "cache": f"{run.calls.filter(analysis__cache__broke=True).count()} breaks",
+        "findings": f"{run.findings.count()} findings",
+        "calls": f"{run.call_count} calls",
+    }
+    for slug in ("composition", "cache", "findings", "presence", "calls"):
+        assert f'id="{slug}-summary"></span>' in page  # empty until the panel loads
+        body = viewer_client.get(f"/runs/{run.id}/panels/{slug}").content.decode()
+        badge = re.search(rf'id="{slug}-summary" hx-swap-oob="true">([^<]*)</span>', body)
+        assert badge is not None and badge.group(1), slug
+        if slug in expected:
+            assert badge.group(1) == expected[slug], slug
 
 
 @pytest.mark.parametrize(
@@ -452,15 +469,15 @@ def test_the_item_page_tells_the_facts_life(viewer_client, inspect):
     assert [trace["name"] for trace in figure(response, "fig-item")["data"]] == ["verbatim", "excluded"]
     assert b"Confirmed: the affected shard is pay-shard-7" in response.content
     shown = [{k: v for k, v in f.items() if k != "help"} for f in response.context["findings"]]
-    assert shown and shown == [f for f in load.findings(run) if f["item_id"] == "fact:affected-shard"]
+    assert shown and shown == [f for f in queries.findings(run) if f["item_id"] == "fact:affected-shard"]
 
 
 def test_explain_lists_the_findings_of_the_turns_calls_only(viewer_client, inspect):
     run = inspect.incident
-    turn = run.calls.get(seq=next(f["call_seq"] for f in load.findings(run) if f["call_seq"])).turn
+    turn = run.calls.get(seq=next(f["call_seq"] for f in queries.findings(run) if f["call_seq"])).turn
     response = viewer_client.get(f"/runs/{run.id}/explain?turn={turn}")
     seqs = [row["seq"] for row in response.context["result"]["cache"]]
-    expected = [f for f in load.findings(run) if f["call_seq"] in seqs]
+    expected = [f for f in queries.findings(run) if f["call_seq"] in seqs]
     shown = [{k: v for k, v in f.items() if k != "help"} for f in response.context["result"]["findings"]]
     assert expected and sorted(map(repr, shown)) == sorted(map(repr, expected))
 

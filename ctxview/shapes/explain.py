@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from ctxcore import catalogue
 from ctxcore.vocabulary import STANDING_KINDS, in_middle, position_shares
-from ctxview.panels import help, palette
+from ctxview.shapes import help, palette
 
 # Kinds a person wants to see one by one when they leave the window; other items are counted by group.
 LISTED = 300
@@ -92,7 +92,7 @@ def explain(
     """What changed at ``current`` (the turn's last call) since ``previous`` (the turn before) and ``first``.
 
     ``past`` is ``history()`` over the calls up to and including ``current``; ``turn_calls`` are the
-    turn's calls (``load.series`` rows) and ``findings`` the findings of those calls. One function below
+    turn's calls (``queries.series`` rows) and ``findings`` the findings of those calls. One function below
     per section of the page.
     """
 

@@ -63,7 +63,7 @@ def parse(
         if value:
             held[field] = value
     since, until = _when(query, "since", False), _when(query, "until", True)
-    if since and until and since > until:
+    if since and until and since >= until:  # until excludes its instant: an empty range
         raise BadParameter("since must come before until")
     sort = (query.get("sort") or "-started").strip()
     if sort.lstrip("-") not in SORTS:
