@@ -9,9 +9,9 @@ import json
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_GET, require_POST
 
 from ctxview import writes
 from ctxview.access import get_project_for_user, get_run_for_user, has_role, role_at_least, role_of
@@ -26,22 +26,10 @@ def _require(user, project, role: str) -> None:
         raise PermissionDenied(f"this needs the {role} role in project {project.slug}")
 
 
-@require_http_methods(["GET", "POST"])
+@require_GET
 @login_required
 def run_review(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
-    if request.method == "POST":
-        action = request.POST.get("action", "")
-        if action == "delete_run":
-            _require(request.user, run.project, Membership.Role.ADMIN)
-            counts = writes.delete_run(run)
-            messages.success(request, f"run {run.key} deleted ({counts['calls']} calls)")
-            return redirect("cv-runs", slug=run.project.slug)
-        _require(request.user, run.project, Membership.Role.EDITOR)
-        error = _review_action(request, run, action)
-        if error:
-            messages.error(request, error)
-        return redirect("cv-run-review", run_id=run.id)
     notes = run.review_notes.select_related("author", "call").prefetch_related("revisions__editor")
     role = role_of(request.user, run.project)
     context = {
@@ -56,53 +44,80 @@ def run_review(request: HttpRequest, run_id: int) -> HttpResponse:
     return render_page(request, "ctxview/review.html", {**context, "title": f"Review · {run.key}"})
 
 
-def _review_action(request: HttpRequest, run, action: str) -> str | None:
-    """Apply one form of the review page through ctxview.writes; returns its message when refused."""
-    data, user = request.POST, request.user
+# One URL per action of the review page (runs/<id>/review/<action>); each form's fields are converted
+# and passed to ctxview.writes, which checks them as it does the API's.
+
+
+def _add_note(data, run, user) -> None:
+    seq = data.get("call_seq", "")
+    writes.add_note(
+        run,
+        user,
+        body=data.get("body", ""),
+        call_seq=writes.form_int(seq) if seq.strip() else None,
+        item_id=data.get("item_id", ""),
+    )
+
+
+def _delete_note(data, run, user) -> None:
+    note_id = writes.form_int(data.get("note_id", ""))
+    # A number past the id column makes PostgreSQL refuse the query.
+    fits = isinstance(note_id, int) and note_id <= 2**63 - 1
+    note = run.review_notes.filter(id=note_id).first() if fits else None
+    if note is None:
+        raise writes.Refused("no such note", 404)
+    writes.delete_note(note, user)
+
+
+def _add_label(data, run, user) -> None:
+    writes.add_label(run, user, name=data.get("name", ""), link=data.get("link", ""))
+
+
+def _remove_label(data, run, user) -> None:
+    writes.remove_label(run, data.get("name", ""))
+
+
+def _bookmark(data, run, user, on: bool = True) -> None:
+    writes.set_bookmark(writes.call_by_seq(run, writes.form_int(data.get("call_seq", ""))), user, on)
+
+
+def _unbookmark(data, run, user) -> None:
+    _bookmark(data, run, user, on=False)
+
+
+REVIEW_ACTIONS = {
+    "add_note": _add_note,
+    "delete_note": _delete_note,
+    "add_label": _add_label,
+    "remove_label": _remove_label,
+    "bookmark": _bookmark,
+    "unbookmark": _unbookmark,
+}
+
+
+@require_POST
+@login_required
+def run_review_action(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
+    run = get_run_for_user(request.user, run_id)
+    if action == "delete_run":
+        _require(request.user, run.project, Membership.Role.ADMIN)
+        counts = writes.delete_run(run)
+        messages.success(request, f"run {run.key} deleted ({counts['calls']} calls)")
+        return redirect("cv-runs", slug=run.project.slug)
+    if action not in REVIEW_ACTIONS:
+        raise Http404("no such action on the review page")
+    _require(request.user, run.project, Membership.Role.EDITOR)
     try:
-        if action == "add_note":
-            seq = data.get("call_seq", "")
-            writes.add_note(
-                run,
-                user,
-                body=data.get("body", ""),
-                call_seq=writes.form_int(seq) if seq.strip() else None,
-                item_id=data.get("item_id", ""),
-            )
-        elif action == "delete_note":
-            note_id = writes.form_int(data.get("note_id", ""))
-            # A number past the id column makes PostgreSQL refuse the query.
-            fits = isinstance(note_id, int) and note_id <= 2**63 - 1
-            note = run.review_notes.filter(id=note_id).first() if fits else None
-            if note is None:
-                return "no such note"
-            writes.delete_note(note, user)
-        elif action == "add_label":
-            writes.add_label(run, user, name=data.get("name", ""), link=data.get("link", ""))
-        elif action == "remove_label":
-            writes.remove_label(run, data.get("name", ""))
-        elif action in ("bookmark", "unbookmark"):
-            call = writes.call_by_seq(run, writes.form_int(data.get("call_seq", "")))
-            writes.set_bookmark(call, user, on=action == "bookmark")
-        else:
-            return f"unknown action {action!r}"
+        REVIEW_ACTIONS[action](request.POST, run, request.user)
     except writes.Refused as exc:
-        return str(exc)
-    return None
+        messages.error(request, str(exc))
+    return redirect("cv-run-review", run_id=run.id)
 
 
-@require_http_methods(["GET", "POST"])
+@require_GET
 @login_required
 def project_settings(request: HttpRequest, slug: str) -> HttpResponse:
     project = get_project_for_user(request.user, slug)
-    if request.method == "POST":
-        _require(request.user, project, Membership.Role.ADMIN)
-        error = _settings_action(request, project, request.POST.get("action", ""))
-        if error:
-            messages.error(request, error)
-        else:
-            messages.success(request, "saved")
-        return redirect("cv-project-settings", slug=project.slug)
     role = role_of(request.user, project)
     context = {
         "project": project,
@@ -120,39 +135,63 @@ def project_settings(request: HttpRequest, slug: str) -> HttpResponse:
     return render_page(request, "ctxview/settings.html", {**context, "title": f"Settings · {project.name}"})
 
 
-def _settings_action(request: HttpRequest, project, action: str) -> str | None:
-    """Apply one form of the settings page through ctxview.writes; returns its message when refused."""
-    data = request.POST
+# One URL per form of the settings page (projects/<slug>/settings/<action>), each through ctxview.writes.
+
+
+def _policy(data, project) -> None:
+    lines = [line.split(None, 1) for line in data.get("patterns", "").splitlines() if line.strip()]
+    if any(len(entry) != 2 for entry in lines):
+        raise writes.Refused("each redaction line is a name, a space, and a regular expression")
+    writes.update_policy(
+        project,
+        {
+            "retention_days": writes.form_int(data.get("retention_days", "")),
+            "raw_retention_days": writes.form_int(data.get("raw_retention_days", "")),
+            "hash_only": data.get("hash_only") == "on",
+            "redaction_patterns": lines,
+        },
+    )
+
+
+def _prices(data, project) -> None:
     try:
-        if action == "policy":
-            lines = [line.split(None, 1) for line in data.get("patterns", "").splitlines() if line.strip()]
-            if any(len(entry) != 2 for entry in lines):
-                return "each redaction line is a name, a space, and a regular expression"
-            writes.update_policy(
-                project,
-                {
-                    "retention_days": writes.form_int(data.get("retention_days", "")),
-                    "raw_retention_days": writes.form_int(data.get("raw_retention_days", "")),
-                    "hash_only": data.get("hash_only") == "on",
-                    "redaction_patterns": lines,
-                },
-            )
-        elif action == "prices":
-            try:
-                given = json.loads(data.get("prices") or "[]")
-            except RecursionError:
-                return "the prices are nested too deep to be a price table"
-            except ValueError as exc:
-                return f"the prices are not valid JSON: {exc}"
-            writes.set_prices(project, given)
-        elif action == "add_member":
-            writes.add_member(
-                project, username=data.get("username", ""), role=data.get("role", Membership.Role.VIEWER)
-            )
-        elif action == "remove_member":
-            writes.remove_member(project, username=data.get("username", ""))
-        else:
-            return f"unknown action {action!r}"
+        given = json.loads(data.get("prices") or "[]")
+    except RecursionError:
+        raise writes.Refused("the prices are nested too deep to be a price table") from None
+    except ValueError as exc:
+        raise writes.Refused(f"the prices are not valid JSON: {exc}") from None
+    writes.set_prices(project, given)
+
+
+def _add_member(data, project) -> None:
+    writes.add_member(
+        project, username=data.get("username", ""), role=data.get("role", Membership.Role.VIEWER)
+    )
+
+
+def _remove_member(data, project) -> None:
+    writes.remove_member(project, username=data.get("username", ""))
+
+
+SETTINGS_ACTIONS = {
+    "policy": _policy,
+    "prices": _prices,
+    "add_member": _add_member,
+    "remove_member": _remove_member,
+}
+
+
+@require_POST
+@login_required
+def project_settings_action(request: HttpRequest, slug: str, action: str) -> HttpResponse:
+    project = get_project_for_user(request.user, slug)
+    if action not in SETTINGS_ACTIONS:
+        raise Http404("no such action on the settings page")
+    _require(request.user, project, Membership.Role.ADMIN)
+    try:
+        SETTINGS_ACTIONS[action](request.POST, project)
     except writes.Refused as exc:
-        return str(exc)
-    return None
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "saved")
+    return redirect("cv-project-settings", slug=project.slug)

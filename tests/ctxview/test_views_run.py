@@ -212,15 +212,15 @@ def test_the_header_is_its_own_htmx_region_and_shows_what_was_just_added(viewer_
     region = viewer_client.get(url, **HTMX, HTTP_HX_TARGET="review-marks").content.decode()
     assert "<html" not in region and "kpis" not in region and "0 notes · 0 bookmarks" in region
     review = f"/runs/{run.id}/review"
-    viewer_client.post(review, {"action": "add_note", "body": "seen", "call_seq": "4"})
-    viewer_client.post(review, {"action": "bookmark", "call_seq": "4"})
-    viewer_client.post(review, {"action": "add_label", "name": "incident", "link": ""})
+    viewer_client.post(f"{review}/add_note", {"body": "seen", "call_seq": "4"})
+    viewer_client.post(f"{review}/bookmark", {"call_seq": "4"})
+    viewer_client.post(f"{review}/add_label", {"name": "incident", "link": ""})
     region = viewer_client.get(url, **HTMX, HTTP_HX_TARGET="review-marks").content.decode()
     assert "1 note · 1 bookmark" in region and ">incident</span>" in region
     data = figure(viewer_client.get(f"/runs/{run.id}/panels/findings"), "fig-findings")
     assert [trace["x"] for trace in data["data"] if trace["name"] in ("note", "bookmark")] == [[4], [4]]
-    viewer_client.post(review, {"action": "unbookmark", "call_seq": "4"})
-    viewer_client.post(review, {"action": "delete_note", "note_id": Note.objects.get(run=run).id})
+    viewer_client.post(f"{review}/unbookmark", {"call_seq": "4"})
+    viewer_client.post(f"{review}/delete_note", {"note_id": Note.objects.get(run=run).id})
     data = figure(viewer_client.get(f"/runs/{run.id}/panels/findings"), "fig-findings")
     assert {trace["name"] for trace in data["data"]} == {"warning", "info"}
     assert "0 notes · 0 bookmarks" in viewer_client.get(url).content.decode()

@@ -38,9 +38,9 @@ def editor(client, run, bob):
     return client
 
 
-def page_message(client, run, form: dict) -> str | None:
+def page_message(client, run, action: str, form: dict) -> str | None:
     """What the review page says to the form: its error message, or None when it was done."""
-    response = client.post(f"/runs/{run.id}/review", form, follow=True)
+    response = client.post(f"/runs/{run.id}/review/{action}", form, follow=True)
     assert response.status_code == 200
     errors = [str(m) for m in response.context["messages"] if m.level_tag == "error"]
     return errors[0] if errors else None
@@ -68,7 +68,7 @@ LONG_LINK = "https://t.example/" + "x" * 500
     ],
 )
 def test_a_label_gets_the_same_answer_from_the_page_and_the_api(editor, run, fields, refused):
-    from_page = page_message(editor, run, {"action": "add_label", "link": "", **fields})
+    from_page = page_message(editor, run, "add_label", {"link": "", **fields})
     page_labels = list(Label.objects.values_list("name", "link"))
     Label.objects.all().delete()
     from_api = api_message(editor, f"/api/v1/runs/{run.id}/labels", fields)
@@ -90,8 +90,8 @@ def test_a_label_gets_the_same_answer_from_the_page_and_the_api(editor, run, fie
     ],
 )
 def test_a_note_gets_the_same_answer_from_the_page_and_the_api(editor, run, fields, refused):
-    form = {"action": "add_note", **{name: str(value) for name, value in fields.items()}}
-    from_page = page_message(editor, run, form)
+    form = {name: str(value) for name, value in fields.items()}
+    from_page = page_message(editor, run, "add_note", form)
     page_notes = list(Note.objects.values_list("body", "item_id", "call__seq"))
     Note.objects.all().delete()
     from_api = api_message(editor, f"/api/v1/runs/{run.id}/notes", fields)
