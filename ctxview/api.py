@@ -8,7 +8,7 @@ from functools import wraps
 from pathlib import Path
 
 from django.db import connection
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
@@ -17,8 +17,9 @@ from django.views.decorators.http import require_GET
 from ctxcore import analysis, catalogue
 from ctxview.access import NotAuthenticated, api_projects
 from ctxview.panels import agents as agents_panel
-from ctxview.panels.load import agent_groups, agent_rows, finding_counts, prices_of
+from ctxview.queries import agent_groups, agent_rows, finding_counts, prices_of, started_between
 from ctxview.search import ITEM_FILTERS, runs_with_item
+from ctxview.shapes.runs import label_filter
 from ingest.models import Call, Content, Finding, Project, Run, Span
 
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -112,27 +113,9 @@ def _next_url(request: HttpRequest, **params) -> str:
 
 
 def run_to_dict(run: Run, request: HttpRequest) -> dict:
-    return {
-        "id": run.id,
-        "project": run.project.slug,
-        "key": run.key,
-        "key_source": run.key_source,
-        "service": run.service_name,
-        "agent": run.agent_name or None,
-        "parent_run": run.parent_run_id,
-        "agents": agents_of(run),
-        "started_at": run.started_at.isoformat() if run.started_at else None,
-        "last_call_at": run.last_call_at.isoformat() if run.last_call_at else None,
-        "calls": run.call_count,
-        "turns": run.turn_count,
-        "models": run.model_names,
-        "usage": run.usage_dict(),
-        "usage_unknown_calls": run.usage_unknown,
-        "analysed_calls": run.analysed_seq,
-        "accounting": run.accounting,
-        "findings": findings_by_type(run),
-        "url": request.build_absolute_uri(reverse("cv-run", args=[run.id])),
-    }
+    data = run.to_dict(url=request.build_absolute_uri(reverse("cv-run", args=[run.id])))
+    data["agents"] = agents_of(run)
+    return data
 
 
 def attach_finding_counts(runs: list[Run]) -> None:
@@ -157,75 +140,8 @@ def agents_of(run: Run) -> list[dict]:
     return agents_panel.agent_totals(groups, prices_of(run.project))
 
 
-def findings_by_type(run: Run) -> dict[str, int]:
-    counts = getattr(run, "finding_counts", None)  # prefetched by list views
-    if counts is None:
-        counts = dict(
-            run.findings.values_list("type").annotate(count=Count("id")).values_list("type", "count")
-        )
-    return counts
-
-
 def call_to_dict(call: Call, request: HttpRequest, contents: dict[str, Content] | None = None) -> dict:
-    items = call.full_items()
-    if contents is not None:
-        for item in items:
-            content = contents.get(item["hash"])
-            item["content"] = content.text if content else None
-            item["content_truncated"] = bool(content and content.truncated)
-    return {
-        "id": call.id,
-        "url": request.build_absolute_uri(reverse("cv-call", args=[call.id])),
-        "run": call.run_id,
-        "seq": call.seq,
-        "turn": call.turn,
-        "agent": call.agent_name or None,
-        "agent_invocation": call.agent_invocation or None,
-        "trace_id": call.trace_id,
-        "span_id": call.span_id,
-        "name": call.name,
-        "model": call.model or None,
-        "request_model": call.request_model or None,
-        "provider": call.provider or None,
-        "started_at": call.started_at.isoformat(),
-        "duration_ms": round((call.end_ns - call.start_ns) / 1e6, 3),
-        "usage": call.usage_dict(),
-        "agent_name": call.agent_name or None,
-        "usage_reported": call.usage_raw,
-        "content_captured": call.content_captured,
-        "manifest_source": call.manifest_source,
-        "manifest_error": call.manifest_error or None,
-        "notes": call.notes,
-        "items": items,
-        "excluded": call.excluded,
-        "budget": call.budget,
-        "prompt_version": call.prompt_version or None,
-        "tool_calls": call.tool_calls,
-        "tool_definitions": call.tool_definitions,
-        "finish_reasons": call.finish_reasons,
-        "cache": _cache_summary(call.analysis),
-        "buckets": (call.analysis or {}).get("buckets"),
-        "conflicts": (call.analysis or {}).get("conflicts"),
-    }
-
-
-def _cache_summary(analysis: dict | None) -> dict | None:
-    """The call's cache analysis; null until the call is analysed."""
-    if not analysis:
-        return None
-    cache = analysis["cache"]
-    return {
-        "expected_read": cache.get("expected_read"),
-        "reported_read": cache.get("reported_read"),
-        "invalidator_item_id": cache.get("invalidator_item_id"),
-        "cause": cache.get("cause"),
-        "broke": cache.get("broke"),
-        "tokens_rewritten": cache.get("tokens_rewritten"),
-        "cost_usd": cache.get("cost_usd"),
-        "detail": cache.get("detail"),
-        "provider_diagnosis": cache.get("provider_diagnosis"),
-        "disagrees": cache.get("disagrees"),
-    }
+    return call.to_dict(url=request.build_absolute_uri(reverse("cv-call", args=[call.id])), contents=contents)
 
 
 # --- Views ---------------------------------------------------------------------------------------
@@ -244,10 +160,7 @@ def runs(request: HttpRequest, projects: QuerySet[Project]) -> JsonResponse:
         queryset = queryset.filter(project__slug=request.GET["project"])
     if request.GET.get("service"):
         queryset = queryset.filter(service_name=request.GET["service"])
-    if since := _time_param(request, "since"):
-        queryset = queryset.filter(started_at__gte=since)
-    if until := _time_param(request, "until"):
-        queryset = queryset.filter(started_at__lt=until)
+    queryset = started_between(queryset, _time_param(request, "since"), _time_param(request, "until"))
     queryset = _search(queryset, request)
     if cursor := request.GET.get("cursor"):
         started_at, run_id = _decode_cursor(cursor)
@@ -278,7 +191,7 @@ def _search(queryset: QuerySet[Run], request: HttpRequest) -> QuerySet[Run]:
             id__in=Finding.objects.filter(type=request.GET["finding"]).values("run_id")
         )
     if request.GET.get("label"):
-        queryset = queryset.filter(labels__name=request.GET["label"].lower())
+        queryset = queryset.filter(labels__name=label_filter(request.GET["label"]))
     wanted = {field: request.GET[name] for name, field in ITEM_FILTERS.items() if request.GET.get(name)}
     if wanted:
         queryset = queryset.filter(
@@ -408,24 +321,7 @@ def trace_spans(request: HttpRequest, projects: QuerySet[Project], trace_id: str
         .select_related("resource")
         .order_by("start_time_unix_nano", "span_id")
     )
-    rows = [
-        {
-            "trace_id": span.trace_id,
-            "span_id": span.span_id,
-            "parent_span_id": span.parent_span_id or None,
-            "name": span.name,
-            "kind": span.kind,
-            "start_time_unix_nano": span.start_time_unix_nano,
-            "end_time_unix_nano": span.end_time_unix_nano,
-            "status": {"code": span.status_code, "message": span.status_message},
-            "service": span.resource.service_name,
-            "scope": {"name": span.scope_name, "version": span.scope_version},
-            "attributes": span.attributes,
-            "events": span.events,
-            "links": span.links,
-        }
-        for span in spans
-    ]
+    rows = [span.to_dict() for span in spans]
     if not rows:
         return error("no such trace", 404)
     return JsonResponse({"trace_id": trace_id, "spans": rows})

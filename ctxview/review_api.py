@@ -8,35 +8,24 @@ writes only what ingest writes (an import). A stranger's request is a 404, a mem
 
 import json
 import math
-from functools import partial, wraps
+from functools import wraps
 
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
-from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from ctxcore.analysis import prices
-from ctxview import exchange
+from ctxview import exchange, writes
 from ctxview.access import NotAuthenticated, api_projects, has_role
 from ctxview.api import error, run_detail
-from ctxview.models import Bookmark, Label, Note, NoteRevision
+from ctxview.models import Note
 from ctxview.untrusted import MAX_JSON_DEPTH, json_problem
-from ingest.analyse import config_for, invalidate
+from ctxview.writes import Refused
+from ingest.analyse import config_for
 from ingest.keys import key_from_request
 from ingest.models import Call, Membership, Project, Run
-from ingest.redact import PatternError, Redactor
-from ingest.retention import delete_runs
-from ingest.tasks import enqueue_analysis
 
 MAX_IMPORT_BYTES = 64 * 1024 * 1024
-
-
-class Refused(Exception):
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 _csrf = CsrfViewMiddleware(lambda request: None)
@@ -115,15 +104,6 @@ def _require_role(request: HttpRequest, project: Project, role: str) -> None:
         raise Refused(f"this needs the {role} role in project {project.slug}", 403)
 
 
-def _text(data: dict, name: str, limit: int, required: bool = True) -> str:
-    value = data.get(name, "")
-    if not isinstance(value, str) or (required and not value.strip()):
-        raise Refused(f"{name} must be a non-empty string" if required else f"{name} must be a string", 400)
-    if len(value) > limit:
-        raise Refused(f"{name} is longer than {limit} characters", 400)
-    return value.strip()
-
-
 # --- Notes ---------------------------------------------------------------------------------------
 
 
@@ -136,18 +116,12 @@ def run_notes(request: HttpRequest, run_id: int) -> JsonResponse:
         return JsonResponse({"notes": [note.to_dict() for note in notes.order_by("created_at")]})
     _require_role(request, run.project, Membership.Role.EDITOR)
     data = _body(request)
-    call = None
-    if data.get("call_seq") is not None:
-        call = run.calls.filter(seq=data["call_seq"]).first() if isinstance(data["call_seq"], int) else None
-        if call is None:
-            raise Refused("call_seq names no call of this run", 400)
-    note = Note.objects.create(
-        project=run.project,
-        run=run,
-        call=call,
-        item_id=_text(data, "item_id", 500, required=False),
-        author=request.user,
-        body=_text(data, "body", 20_000),
+    note = writes.add_note(
+        run,
+        request.user,
+        body=data.get("body"),
+        call_seq=data.get("call_seq"),
+        item_id=data.get("item_id", ""),
     )
     return JsonResponse(note.to_dict(), status=201)
 
@@ -161,16 +135,11 @@ def note_detail(request: HttpRequest, note_id: int) -> HttpResponse:
     if note is None:
         raise Refused("no such note", 404)
     _require_role(request, note.project, Membership.Role.EDITOR)
-    if note.author_id != request.user.id and not has_role(request.user, note.project, Membership.Role.ADMIN):
-        raise Refused("only the note's author or an admin may change it", 403)
     if request.method == "DELETE":
-        note.delete()
+        writes.delete_note(note, request.user)
         return HttpResponse(status=204)
-    body = _text(_body(request), "body", 20_000)
-    NoteRevision.objects.create(note=note, body=note.body, editor=request.user)
-    note.body, note.updated_at = body, timezone.now()
-    note.save(update_fields=["body", "updated_at"])
-    return JsonResponse(note.to_dict())
+    writes.check_may_change_note(note, request.user)  # before the body: a stranger's edit is a 403
+    return JsonResponse(writes.edit_note(note, request.user, _body(request).get("body")).to_dict())
 
 
 # --- Labels and bookmarks ------------------------------------------------------------------------
@@ -182,13 +151,7 @@ def run_labels(request: HttpRequest, run_id: int) -> JsonResponse:
     if request.method == "POST":
         _require_role(request, run.project, Membership.Role.EDITOR)
         data = _body(request)
-        name = _text(data, "name", 64).lower()
-        link = _text(data, "link", 500, required=False)
-        if link and not link.startswith(("http://", "https://")):
-            raise Refused("link must be an http(s) URL", 400)
-        Label.objects.update_or_create(
-            run=run, name=name, defaults={"project": run.project, "link": link, "created_by": request.user}
-        )
+        writes.add_label(run, request.user, name=data.get("name"), link=data.get("link", ""))
     return JsonResponse({"labels": [label.to_dict() for label in run.labels.order_by("name")]})
 
 
@@ -196,8 +159,11 @@ def run_labels(request: HttpRequest, run_id: int) -> JsonResponse:
 def run_label(request: HttpRequest, run_id: int, name: str) -> HttpResponse:
     run = _readable_run(request, run_id)
     _require_role(request, run.project, Membership.Role.EDITOR)
-    deleted, _ = run.labels.filter(name=name).delete()
-    return HttpResponse(status=204) if deleted else error("no such label on this run", 404)
+    return (
+        HttpResponse(status=204)
+        if writes.remove_label(run, name)
+        else error("no such label on this run", 404)
+    )
 
 
 @review_view(["PUT", "DELETE"])
@@ -208,12 +174,7 @@ def call_bookmark(request: HttpRequest, call_id: int) -> HttpResponse:
     if call is None:
         raise Refused("no such call", 404)
     _require_role(request, call.project, Membership.Role.EDITOR)
-    if request.method == "PUT":
-        Bookmark.objects.get_or_create(
-            call=call, defaults={"project": call.project, "created_by": request.user}
-        )
-    else:
-        Bookmark.objects.filter(call=call).delete()
+    writes.set_bookmark(call, request.user, on=request.method == "PUT")
     return HttpResponse(status=204)
 
 
@@ -240,7 +201,7 @@ def run_calls_csv(request: HttpRequest, run_id: int) -> HttpResponse:
 def run_delete(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _readable_run(request, run_id)
     _require_role(request, run.project, Membership.Role.ADMIN)
-    return JsonResponse({"deleted": delete_runs(run.project_id, [run.id])})
+    return JsonResponse({"deleted": writes.delete_run(run)})
 
 
 @csrf_exempt
@@ -284,32 +245,7 @@ def project_policy(request: HttpRequest, slug: str) -> JsonResponse:
     if request.method == "PATCH":
         _require_role(request, project, Membership.Role.ADMIN)
         data = _body(request)
-        for name in ("retention_days", "raw_retention_days"):
-            if name in data:
-                if (
-                    isinstance(data[name], bool)
-                    or not isinstance(data[name], int)
-                    or not 1 <= data[name] <= 3650
-                ):
-                    raise Refused(f"{name} must be a whole number of days from 1 to 3650", 400)
-                setattr(project, name, data[name])
-        if "hash_only" in data:
-            if not isinstance(data["hash_only"], bool):
-                raise Refused("hash_only must be true or false", 400)
-            project.hash_only = data["hash_only"]
-        if "redaction_patterns" in data:
-            patterns = data["redaction_patterns"]
-            if not isinstance(patterns, list) or not all(
-                isinstance(entry, list) and len(entry) == 2 and all(isinstance(part, str) for part in entry)
-                for entry in patterns
-            ):
-                raise Refused("redaction_patterns must be a list of [name, regular expression] pairs", 400)
-            try:
-                Redactor.from_patterns(tuple(entry) for entry in patterns)
-            except PatternError as exc:
-                raise Refused(str(exc), 400) from None
-            project.redaction_patterns = patterns
-        project.save()
+        writes.update_policy(project, {name: data[name] for name in writes.POLICY_FIELDS if name in data})
     return JsonResponse(
         {
             "project": project.slug,
@@ -325,11 +261,6 @@ def project_policy(request: HttpRequest, slug: str) -> JsonResponse:
     )
 
 
-# Dollars per million tokens; far above any real price, and keeps every figure finite (1e400 is inf).
-MAX_PRICE = 1_000_000
-PRICE_FIELDS = prices.FIELDS  # what a stored price row may set (analysis.prices.table_from_rows reads it)
-
-
 @review_view(["GET", "PUT"])
 def project_prices(request: HttpRequest, slug: str) -> JsonResponse:
     """Prices per model (USD per million tokens): the built-in table with the project's own on top.
@@ -338,45 +269,8 @@ def project_prices(request: HttpRequest, slug: str) -> JsonResponse:
     project = _project(request, slug)
     if request.method == "PUT":
         _require_role(request, project, Membership.Role.ADMIN)
-        try:
-            project.prices = clean_prices(_body(request).get("prices"))
-        except ValueError as exc:
-            raise Refused(str(exc), 400) from None
-        project.save(update_fields=["prices"])
-        reanalyse(project)
+        writes.set_prices(project, _body(request).get("prices"))
     table = config_for(project).prices
     return JsonResponse(
         {"prices": [{"model": model, **price.to_dict()} for model, price in sorted(table.items())]}
     )
-
-
-def clean_prices(rows) -> list[dict]:
-    """A project's own prices as given (API or settings page), checked; ValueError says what is wrong."""
-    if not isinstance(rows, list):
-        raise ValueError('the body must be {"prices": [{"model": ..., "input": ..., "output": ...}, ...]}')
-    for index, row in enumerate(rows):
-        if not isinstance(row, dict) or not isinstance(row.get("model"), str) or not row["model"].strip():
-            raise ValueError(f"prices[{index}] needs a model name")
-        for name in PRICE_FIELDS:
-            value = row.get(name)
-            required = name in ("input", "output")
-            if (value is None and required) or (
-                value is not None
-                and (
-                    isinstance(value, bool)
-                    or not isinstance(value, int | float)
-                    or not 0 <= value <= MAX_PRICE
-                )
-            ):
-                raise ValueError(
-                    f"prices[{index}].{name} must be a number of dollars per million tokens"
-                    f" from 0 to {MAX_PRICE:,}"
-                )
-    return [{"model": row["model"].strip(), **{n: row[n] for n in PRICE_FIELDS if n in row}} for row in rows]
-
-
-def reanalyse(project: Project) -> None:
-    """Costs are summed along the analysis: new prices mean analysing every run from its first call."""
-    for run in Run.objects.filter(project=project).only("id", "analysed_seq"):
-        invalidate(run, 1)
-        transaction.on_commit(partial(enqueue_analysis, run.id), robust=True)

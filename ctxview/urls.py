@@ -46,7 +46,17 @@ urlpatterns = [
     path("runs/<int:run_id>/item", views_run.item_page, name="cv-item"),
     path("calls/<int:call_id>/", views_call.call, name="cv-call"),
     path("runs/<int:run_id>/review", views_review.run_review, name="cv-run-review"),
+    path(
+        "runs/<int:run_id>/review/<slug:action>",
+        views_review.run_review_action,
+        name="cv-run-review-action",
+    ),
     path("projects/<slug:slug>/settings", views_review.project_settings, name="cv-project-settings"),
+    path(
+        "projects/<slug:slug>/settings/<slug:action>",
+        views_review.project_settings_action,
+        name="cv-project-settings-action",
+    ),
     path("calls/<int:call_id>/content", views_call.call_content, name="cv-call-content"),
     path("admin/", admin.site.urls),
 ]

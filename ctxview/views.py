@@ -16,11 +16,10 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseLocation
 
 from ctxcore import catalogue
-from ctxview import search, throttle
+from ctxview import queries, search, throttle
 from ctxview.access import get_project_for_user, get_run_for_user, has_role, projects_for_user
-from ctxview.panels import load
-from ctxview.panels import runs as runs_query
 from ctxview.params import BadParameter, int_param, jump_target
+from ctxview.shapes import runs as runs_query
 from ctxview.views_common import bad_request, render_page, ui_view
 from ingest.keys import create_key
 from ingest.models import IngestKey, Membership, Project, RawBatch, Run
@@ -133,16 +132,16 @@ def runs(request: HttpRequest, slug: str) -> HttpResponse:
     """The project's runs: filter by service, model, time, finding type, label and what their windows held;
     sort; a page at a time."""
     project = get_project_for_user(request.user, slug)
-    choices = load.run_choices(project)
+    choices = queries.run_choices(project)
     filters = runs_query.parse(
         request.GET, choices["services"], choices["models"], choices["finding_types"], choices["labels"]
     )
-    paginator = Paginator(load.runs(project, filters), runs_query.PAGE_SIZE)
+    paginator = Paginator(queries.runs(project, filters), runs_query.PAGE_SIZE)
     if filters["page"] > paginator.num_pages:
         raise BadParameter(f"page {filters['page']} does not exist: there are {paginator.num_pages} page(s)")
     page = paginator.page(filters["page"])
     rows = list(page.object_list)
-    counts = load.finding_counts([run.id for run in rows])
+    counts = queries.finding_counts([run.id for run in rows])
     for run in rows:
         run.badges = [
             {"type": name, "count": count, "help": catalogue.finding_help(name)}
@@ -199,11 +198,11 @@ def jump(request: HttpRequest) -> HttpResponse:
         call_id = run.calls.filter(seq=value).values_list("id", flat=True).first()
         if call_id is None:
             raise BadParameter(f"run {run.key} has no call {value}: its calls are 1 to {run.call_count}")
-        return _go(request, load.call_url(call_id))
+        return _go(request, queries.call_url(call_id))
     if kind == "turn":
         if not 1 <= value <= run.turn_count:
             raise BadParameter(f"run {run.key} has no turn {value}: its turns are 1 to {run.turn_count}")
-        return _go(request, load.explain_url(run.id, value))
+        return _go(request, queries.explain_url(run.id, value))
     found = (
         Run.objects.filter(project__in=projects_for_user(request.user), key=text)
         .order_by("-updated_at")
@@ -215,5 +214,5 @@ def jump(request: HttpRequest) -> HttpResponse:
     held = search.runs_with_item([run.project_id], {"id": text}) if run is not None else ()
     # PostgreSQL answers rows of run ids, the embedded SQLite scan a list of them.
     if run is not None and run.id in {row["run_id"] if isinstance(row, dict) else row for row in held}:
-        return _go(request, load.item_url(run.id, text))
+        return _go(request, queries.item_url(run.id, text))
     raise BadParameter(f"nothing is called “{text}”: type {JUMP_HELP}")

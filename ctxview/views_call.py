@@ -8,10 +8,11 @@ from django.shortcuts import render
 
 from ctxcore import catalogue
 from ctxcore.vocabulary import expand
+from ctxview import queries
 from ctxview.access import get_call_for_user
-from ctxview.panels import call as shapes
-from ctxview.panels import diff, help, load
 from ctxview.params import BadParameter, int_param
+from ctxview.shapes import call as shapes
+from ctxview.shapes import diff, help
 from ctxview.views_common import render_page, ui_view
 from ingest import semconv
 from ingest.models import Call, Content
@@ -48,7 +49,7 @@ def _invalidation(call: Call, items: list[dict], cache: dict) -> dict | None:
     position = detail.get("position")
     if reference is None or position is None:
         return result
-    result["reference"] = {"id": reference.id, "seq": reference.seq, "url": load.call_url(reference.id)}
+    result["reference"] = {"id": reference.id, "seq": reference.seq, "url": queries.call_url(reference.id)}
     old_items = expand(reference.items)
     old = old_items[position] if position < len(old_items) else None
     new = items[position] if position < len(items) else None
@@ -58,8 +59,8 @@ def _invalidation(call: Call, items: list[dict], cache: dict) -> dict | None:
         reasons = {entry["id"]: entry.get("reason") for entry in call.excluded}
         result["story"] = shapes.rewrite_story(old_items, items, position, reasons)
         return result
-    texts = load.contents(call.project_id, [old["hash"], new["hash"]])
-    if old["hash"] in texts and new["hash"] in texts:
+    texts = queries.contents(call.project_id, [entry["hash"] for entry in (old, new) if entry])
+    if old and new and old["hash"] in texts and new["hash"] in texts:
         result["diff"] = diff.segments(texts[old["hash"]], texts[new["hash"]])
     result["missing_content"] = result["diff"] is None
     return result
@@ -136,13 +137,13 @@ def call_content(request: HttpRequest, call_id: int) -> HttpResponse:
     if position is None:
         raise BadParameter("pos (the item's position in the window) is required")
     item = items[position]
-    text = load.contents(call.project_id, [item["hash"]]).get(item["hash"])
+    text = queries.contents(call.project_id, [item["hash"]]).get(item["hash"])
     context = {
         "call": call,
         "run": call.run,
         "item": item,
         "text": text[:CONTENT_SHOWN] if text is not None else None,
         "cut": text is not None and len(text) > CONTENT_SHOWN,
-        "item_url": load.item_url(call.run_id, item["id"]),
+        "item_url": queries.item_url(call.run_id, item["id"]),
     }
     return render(request, "ctxview/call.html#content", context)

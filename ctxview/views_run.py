@@ -10,9 +10,11 @@ from django_htmx.http import HttpResponseStopPolling, trigger_client_event
 
 from ctxcore import analysis, catalogue
 from ctxcore.vocabulary import EXCLUSION_REASONS
+from ctxview import queries
 from ctxview.access import get_run_for_user
-from ctxview.panels import compare, diff, explain, item, load, overview, run_panels
+from ctxview.panels import run_panels
 from ctxview.params import BadParameter, int_param
+from ctxview.shapes import compare, diff, explain, item, overview
 from ctxview.views_common import render_page, ui_view
 from ingest.models import Run
 
@@ -52,7 +54,7 @@ def _run_context(run: Run, state: str) -> dict:
 @ui_view
 def run(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
-    context = {**_run_context(run, _status(run)), "review": load.review_summary(run)}
+    context = {**_run_context(run, _status(run)), "review": queries.review_summary(run)}
     return render_page(request, "ctxview/run.html", context, regions=("page", "kpis", "review-marks"))
 
 
@@ -91,7 +93,10 @@ def run_panel(request: HttpRequest, run_id: int, slug: str) -> HttpResponse:
     params = panel.params(request.GET)
     result = panel.compute(panel.load(run, params), params)
     context = {"run": run, "panel": panel, "result": result, "params": params}
-    return render(request, panel.template, context)
+    # The summary fills the badge beside the panel's title (an out-of-band swap: the title is outside
+    # the body that htmx swaps).
+    badge = render_to_string("panels/_summary.html", {"panel": panel, "summary": panel.summary(result)})
+    return HttpResponse(render_to_string(panel.template, context, request) + badge)
 
 
 @ui_view
@@ -100,21 +105,21 @@ def explain_turn(request: HttpRequest, run_id: int) -> HttpResponse:
     if not run.turn_count:
         raise BadParameter("this run has no numbered turns yet")
     turn = int_param(request.GET, "turn", run.turn_count, 1, run.turn_count)
-    current = load.last_call_of_turn(run, turn)
+    current = queries.last_call_of_turn(run, turn)
     if current is None:
         raise BadParameter(f"turn {turn} has no calls in this run")
     previous = run.calls.filter(seq__isnull=False, turn__lt=turn).order_by("-seq").first()
     first = run.calls.filter(seq__isnull=False).order_by("seq").first()
-    turn_rows = load.series(run, turn=turn)
-    findings = load.findings(run, call_seq__in=[row["seq"] for row in turn_rows])
+    turn_rows = queries.series(run, turn=turn)
+    findings = queries.findings(run, call_seq__in=[row["seq"] for row in turn_rows])
     result = explain.explain(
-        load.call_dict(current),
-        load.call_dict(previous) if previous else None,
-        load.call_dict(first),
-        explain.history(load.manifests(run, up_to_seq=current.seq)),
+        queries.call_dict(current),
+        queries.call_dict(previous) if previous else None,
+        queries.call_dict(first),
+        explain.history(queries.manifests(run, up_to_seq=current.seq)),
         turn_rows,
         findings,
-        load.item_url(run.id, ""),
+        queries.item_url(run.id, ""),
     )
     context = {
         "run": run,
@@ -144,10 +149,10 @@ def _call_pair(request: HttpRequest, run: Run) -> tuple[int, int]:
 def compare_calls(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
     a, b = _call_pair(request, run)
-    calls = load.calls_by_seq(run, {a, b})
+    calls = queries.calls_by_seq(run, {a, b})
     if a not in calls or b not in calls:
         raise BadParameter("both calls must be numbered calls of this run")
-    result = compare.compare(calls[a], calls[b], load.item_url(run.id, ""))
+    result = compare.compare(calls[a], calls[b], queries.item_url(run.id, ""))
     context = {
         "run": run,
         "project": run.project,
@@ -166,12 +171,12 @@ def compare_item(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
     a, b = _call_pair(request, run)
     item_id = request.GET.get("item") or ""
-    calls = load.calls_by_seq(run, {a, b})
+    calls = queries.calls_by_seq(run, {a, b})
     before = next((i for i in calls.get(a, {}).get("items", []) if i["id"] == item_id), None)
     after = next((i for i in calls.get(b, {}).get("items", []) if i["id"] == item_id), None)
     if before is None or after is None:
         raise BadParameter("item must be the id of an item in both calls")
-    texts = load.contents(run.project_id, [before["hash"], after["hash"]])
+    texts = queries.contents(run.project_id, [before["hash"], after["hash"]])
     context = {
         "before": before,
         "after": after,
@@ -195,22 +200,22 @@ def item_page(request: HttpRequest, run_id: int) -> HttpResponse:
         raise BadParameter("id must be at most 500 characters")
     # Stored items (defaults left out) are what item_lifecycle reads; expanding 100,000 of them for a
     # long run would only cost time.
-    calls = [(seq, items, excluded, source) for seq, _turn, items, excluded, source in load.manifests(run)]
+    calls = [(seq, items, excluded, source) for seq, _turn, items, excluded, source in queries.manifests(run)]
     lifecycle = analysis.item_lifecycle(item_id, calls)
     if lifecycle["first_seq"] is None and not lifecycle["excluded"]:
         raise Http404("no such item in this run")
     ids = {seq: (call_id, turn) for call_id, seq, turn in run.calls.values_list("id", "seq", "turn")}
     turns = {seq: turn for seq, (_, turn) in ids.items()}
-    urls = {seq: load.call_url(call_id) for seq, (call_id, _) in ids.items()}
+    urls = {seq: queries.call_url(call_id) for seq, (call_id, _) in ids.items()}
     result = item.story(lifecycle, turns, urls)
     hashes = []
     for _seq, items, _excluded, _source in calls:
         for entry in items:
             if entry["id"] == item_id and entry["hash"] not in hashes:
                 hashes.append(entry["hash"])
-    texts = load.contents(run.project_id, hashes[:20])
+    texts = queries.contents(run.project_id, hashes[:20])
     versions = [{"hash": value, "text": texts.get(value)} for value in hashes[:20]]
-    findings = load.findings(run, item_id=item_id)
+    findings = queries.findings(run, item_id=item_id)
     context = {
         "run": run,
         "project": run.project,

@@ -148,6 +148,24 @@ class Span(models.Model):
         ]
         indexes = [models.Index(fields=["project", "start_time_unix_nano"], name="span_project_start")]
 
+    def to_dict(self) -> dict:
+        """The span as the API serves it (its resource is read: select it with the span)."""
+        return {
+            "trace_id": self.trace_id,
+            "span_id": self.span_id,
+            "parent_span_id": self.parent_span_id or None,
+            "name": self.name,
+            "kind": self.kind,
+            "start_time_unix_nano": self.start_time_unix_nano,
+            "end_time_unix_nano": self.end_time_unix_nano,
+            "status": {"code": self.status_code, "message": self.status_message},
+            "service": self.resource.service_name,
+            "scope": {"name": self.scope_name, "version": self.scope_version},
+            "attributes": self.attributes,
+            "events": self.events,
+            "links": self.links,
+        }
+
 
 class LogRecord(models.Model):
     """A log record (GenAI content events arrive here), stored once per content hash."""
@@ -219,8 +237,47 @@ class Run(models.Model):
         constraints = [models.UniqueConstraint(fields=["project", "key"], name="run_unique")]
         indexes = [models.Index(fields=["project", "-started_at"], name="run_project_started")]
 
+    # What a run export keeps of the run (ctxview.exchange; schemas/run-export-v1.schema.json).
+    EXPORT_FIELDS = ("key", "key_source", "service_name", "agent_name")
+
     def usage_dict(self) -> dict:
         return {name: getattr(self, name) for name in self.USAGE_FIELDS}
+
+    def to_dict(self, url: str) -> dict:
+        """The run as the API serves it; ``url`` is its page (the read side knows its URLs)."""
+        return {
+            "id": self.id,
+            "project": self.project.slug,
+            "key": self.key,
+            "key_source": self.key_source,
+            "service": self.service_name,
+            "agent": self.agent_name or None,
+            "parent_run": self.parent_run_id,
+            "started_at": self.started_at.isoformat() if self.started_at else None,
+            "last_call_at": self.last_call_at.isoformat() if self.last_call_at else None,
+            "calls": self.call_count,
+            "turns": self.turn_count,
+            "models": self.model_names,
+            "usage": self.usage_dict(),
+            "usage_unknown_calls": self.usage_unknown,
+            "analysed_calls": self.analysed_seq,
+            "accounting": self.accounting,
+            "findings": self.findings_by_type(),
+            "url": url,
+        }
+
+    def findings_by_type(self) -> dict[str, int]:
+        counts = getattr(self, "finding_counts", None)  # set for a page of runs in one query
+        if counts is None:
+            counts = dict(
+                self.findings.values_list("type")
+                .annotate(count=models.Count("id"))
+                .values_list("type", "count")
+            )
+        return counts
+
+    def to_export(self) -> dict:
+        return {name: getattr(self, name) for name in self.EXPORT_FIELDS}
 
     def count_call(self, usage: dict, model: str = "", agent_name: str = "", sign: int = 1) -> None:
         """Add a call's usage to the totals (``sign=-1`` takes it out); unknown figures are counted apart."""
@@ -287,6 +344,40 @@ class Call(models.Model):
     finish_reasons = models.JSONField(default=list)
     analysis = models.JSONField(null=True)  # buckets, cache, conflicts (ctxcore.analysis.CallAnalysis)
 
+    # What a run export keeps of a call (ctxview.exchange; schemas/run-export-v1.schema.json).
+    EXPORT_FIELDS = (
+        "trace_id",
+        "span_id",
+        "parent_span_id",
+        "seq",
+        "turn",
+        "turn_hint",
+        "user_fingerprint",
+        "carried_fingerprint",
+        "carried_invocation",
+        "name",
+        "start_ns",
+        "end_ns",
+        "provider",
+        "operation",
+        "request_model",
+        "response_model",
+        "response_id",
+        "agent_name",
+        "usage_raw",
+        "notes",
+        "content_captured",
+        "manifest_source",
+        "manifest_error",
+        "items",
+        "excluded",
+        "budget",
+        "prompt_version",
+        "tool_calls",
+        "tool_definitions",
+        "finish_reasons",
+    )
+
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "trace_id", "span_id"], name="call_unique")]
         indexes = [
@@ -305,6 +396,70 @@ class Call(models.Model):
 
     def usage_dict(self) -> dict:
         return {name: getattr(self, name) for name in Run.USAGE_FIELDS}
+
+    def to_dict(self, url: str, contents: dict | None = None) -> dict:
+        """The call as the API serves it; ``contents`` (hash -> Content) adds each item's content."""
+        items = self.full_items()
+        if contents is not None:
+            for item in items:
+                content = contents.get(item["hash"])
+                item["content"] = content.text if content else None
+                item["content_truncated"] = bool(content and content.truncated)
+        return {
+            "id": self.id,
+            "url": url,
+            "run": self.run_id,
+            "seq": self.seq,
+            "turn": self.turn,
+            "agent": self.agent_name or None,
+            "agent_invocation": self.agent_invocation or None,
+            "trace_id": self.trace_id,
+            "span_id": self.span_id,
+            "name": self.name,
+            "model": self.model or None,
+            "request_model": self.request_model or None,
+            "provider": self.provider or None,
+            "started_at": self.started_at.isoformat(),
+            "duration_ms": round((self.end_ns - self.start_ns) / 1e6, 3),
+            "usage": self.usage_dict(),
+            "usage_reported": self.usage_raw,
+            "content_captured": self.content_captured,
+            "manifest_source": self.manifest_source,
+            "manifest_error": self.manifest_error or None,
+            "notes": self.notes,
+            "items": items,
+            "excluded": self.excluded,
+            "budget": self.budget,
+            "prompt_version": self.prompt_version or None,
+            "tool_calls": self.tool_calls,
+            "tool_definitions": self.tool_definitions,
+            "finish_reasons": self.finish_reasons,
+            "cache": self.cache_summary(),
+            "buckets": (self.analysis or {}).get("buckets"),
+            "conflicts": (self.analysis or {}).get("conflicts"),
+        }
+
+    def cache_summary(self) -> dict | None:
+        """The call's cache analysis; null until the call is analysed."""
+        if not self.analysis:
+            return None
+        cache = self.analysis["cache"]
+        return {
+            "expected_read": cache.get("expected_read"),
+            "reported_read": cache.get("reported_read"),
+            "invalidator_item_id": cache.get("invalidator_item_id"),
+            "cause": cache.get("cause"),
+            "broke": cache.get("broke"),
+            "tokens_rewritten": cache.get("tokens_rewritten"),
+            "cost_usd": cache.get("cost_usd"),
+            "detail": cache.get("detail"),
+            "provider_diagnosis": cache.get("provider_diagnosis"),
+            "disagrees": cache.get("disagrees"),
+        }
+
+    def to_export(self) -> dict:
+        """The call as a run export keeps it (and an import reads it back)."""
+        return {**{name: getattr(self, name) for name in self.EXPORT_FIELDS}, "usage": self.usage_dict()}
 
 
 class Content(models.Model):

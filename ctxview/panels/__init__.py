@@ -1,29 +1,18 @@
-"""The run overview's panels: one module per panel, each a small class, listed in ``RUN_PANELS``.
+"""The run overview's panels: one module per panel, each a small ``Panel`` subclass (``base.py``), listed
+in ``run_panels``.
 
 A panel reads what it needs (``load``: the only part that touches the database, through
-``ctxview.panels.load``), shapes it with pure functions (``compute``: plain data in, plain data out, no
-Django), and may draw it (``figure``: a plotly figure as a plain dict, which the template embeds with
+``ctxview.queries``), shapes it with pure functions (``compute``: plain data in, plain data out, no
+Django), and may draw it (a plotly figure as a plain dict in the result, which the template embeds with
 ``json_script`` and static/ctxview/plots.js draws after each htmx swap). ``params`` validates the
-query string once (with ``ctxview.params``) and raises ``BadParameter`` with the sentence the 400 shows.
+query string once and raises ``ctxview.params.BadParameter`` with the sentence the 400 shows. Shaping
+code that is no panel (the call, explain, compare and item pages, help texts, colours) is in
+``ctxview.shapes``.
 """
 
 import functools
-from collections.abc import Mapping
-from typing import Any, Protocol
 
-
-class Panel(Protocol):
-    slug: str
-    title: str
-    template: str
-
-    def params(self, query: Mapping[str, str]) -> dict: ...
-
-    def load(self, run, params: Mapping[str, Any]) -> Any: ...
-
-    def compute(self, data: Any, params: Mapping[str, Any]) -> dict: ...
-
-    def summary(self, result: Mapping[str, Any]) -> str: ...
+from ctxview.panels.base import Panel
 
 
 @functools.cache

@@ -7,7 +7,7 @@ from typing import Any
 
 from ctxcore.analysis.accounting import call_cost
 from ctxcore.vocabulary import Usage
-from ctxview.panels import help
+from ctxview.panels.base import Panel
 
 # The messages a child invocation starts from: what its parent handed over (its own instructions and
 # tools are not part of the packet).
@@ -29,7 +29,7 @@ def _cost(usage: Mapping[str, int | None], model: str | None, prices, usage_raw=
 def agent_totals(groups: Sequence[Mapping[str, Any]], prices) -> list[dict]:
     """Per agent: calls, summed usage (and how many calls did not report each figure), cost in USD.
 
-    ``groups``: usage summed by agent and model (``load.agent_groups``). Cost is null when a call has no
+    ``groups``: usage summed by agent and model (``queries.agent_groups``). Cost is null when a call has no
     price or an unknown figure (never a partial sum); cache writes are priced at the 5-minute rate."""
     agents: dict[str, dict] = {}
     for group in groups:
@@ -70,7 +70,7 @@ def invocations(rows: Sequence[Mapping[str, Any]], first_items: Mapping[str, Seq
     """Each agent invocation: its agent, parent, how it was entered, its calls, usage, cost and peak
     window, and for a child the packet its first call started from.
 
-    ``rows``: the run's calls in seq order (``load.agent_rows``); ``first_items``: the items of each
+    ``rows``: the run's calls in seq order (``queries.agent_rows``); ``first_items``: the items of each
     invocation's first call, by invocation id; ``prices``: model -> ``Price`` or None."""
     found: dict[str, dict] = {}
     for row in rows:
@@ -123,21 +123,16 @@ def handoffs(result: Mapping[str, Any]) -> list[dict]:
     ]
 
 
-class AgentsPanel:
+class AgentsPanel(Panel):
     """The session's agents: who made which calls, cost and window per agent, and the handoffs."""
 
     slug = "agents"
     title = "Agents"
-    template = "panels/agents.html"
-    help = help.CHARTS["agents"]
-
-    def params(self, query: Mapping[str, str]) -> dict:
-        return {}
 
     def load(self, run, params: Mapping[str, Any]) -> dict:
-        from ctxview.panels import load
+        from ctxview import queries
 
-        return load.agent_rows(run)
+        return queries.agent_rows(run)
 
     def compute(self, data: Mapping[str, Any], params: Mapping[str, Any]) -> dict:
         result = {

@@ -4,9 +4,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxcore import catalogue
-from ctxview.panels import help, palette
-from ctxview.panels.plot import axis, base_layout, config, count_axis, links, plot_text
+from ctxview.panels.base import Panel
 from ctxview.params import BadParameter, int_param
+from ctxview.shapes import palette
+from ctxview.shapes.plot import axis, base_layout, config, count_axis, links, plot_text
 
 # Above this many calls the bars are binned (sums per bin); breaks are always shown one by one.
 MAX_BARS = 1500
@@ -227,21 +228,19 @@ def figure(result: Mapping[str, Any]) -> dict:
     return {"data": data, "layout": layout, "config": config(), "links": links(x, result["urls"])}
 
 
-class CachePanel:
+class CachePanel(Panel):
     """Cache per call: what was read, written and left uncached, and each break with its invalidator."""
 
     slug = "cache"
     title = "Prompt cache per call"
-    template = "panels/cache.html"
-    help = help.CHARTS["cache"]
 
     def params(self, query: Mapping[str, str]) -> dict:
         return {"breaks_page": int_param(query, "breaks_page", 1, 1, 10**6)}
 
     def load(self, run, params: Mapping[str, Any]) -> dict:
-        from ctxview.panels import load
+        from ctxview import queries
 
-        return {"rows": load.series(run), "cost": (run.accounting or {}).get("cost_usd")}
+        return {"rows": queries.series(run), "cost": (run.accounting or {}).get("cost_usd")}
 
     def compute(self, data: Mapping[str, Any], params: Mapping[str, Any]) -> dict:
         result = cache_series(data["rows"])

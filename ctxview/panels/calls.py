@@ -4,7 +4,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ctxcore import catalogue
-from ctxview.panels import help
+from ctxview.panels.base import Panel
 from ctxview.params import BadParameter, int_param
 
 PAGE = 50
@@ -40,27 +40,25 @@ def page_of(
     }
 
 
-class CallsPanel:
+class CallsPanel(Panel):
     """Every call of the run, paginated."""
 
     slug = "calls"
     title = "Calls"
-    template = "panels/calls.html"
-    help = help.CHARTS["calls"]
 
     def params(self, query: Mapping[str, str]) -> dict:
         return {"page": int_param(query, "page", 1, 1, 10**6)}
 
     def load(self, run, params: Mapping[str, Any]) -> dict:
-        from ctxview.panels import load
+        from ctxview import queries
 
         # Calls are numbered 1..call_count: a page is a range of seq, read on its own.
         first = (params["page"] - 1) * PAGE + 1
         seqs = (first, first + PAGE - 1)
         return {
-            "rows": load.series(run, seqs=seqs),
+            "rows": queries.series(run, seqs=seqs),
             "total": run.call_count,
-            "marks": load.call_marks(run, seqs),
+            "marks": queries.call_marks(run, seqs),
         }
 
     def compute(self, data: Mapping[str, Any], params: Mapping[str, Any]) -> dict:

@@ -3,9 +3,10 @@
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxview.panels import help, palette
-from ctxview.panels.plot import axis, base_layout, config, count_axis, links, plot_text
+from ctxview.panels.base import Panel
 from ctxview.params import choice_param
+from ctxview.shapes import palette
+from ctxview.shapes.plot import axis, base_layout, config, count_axis, links, plot_text
 
 # Above this many points per-call charts are binned (each point the largest window of its bin).
 MAX_POINTS = 1500
@@ -27,7 +28,7 @@ def default_by(rows: Sequence[Mapping[str, Any]]) -> str:
 def composition(rows: Sequence[Mapping[str, Any]], by: str, explain_base: str) -> dict:
     """Bucket tokens per turn (the last call of each turn) or per call, with limit and reserved output.
 
-    ``rows`` are ``load.series`` rows; a turn's point opens ``explain_base`` followed by the turn.
+    ``rows`` are ``queries.series`` rows; a turn's point opens ``explain_base`` followed by the turn.
     """
     analysed = [row for row in rows if row.get("buckets")]
     if by == "turn":
@@ -160,13 +161,11 @@ def figure(result: Mapping[str, Any], scale: str = "window") -> dict:
     return {"data": data, "layout": layout, "config": config(), "links": links(x, result["links"])}
 
 
-class CompositionPanel:
+class CompositionPanel(Panel):
     """Context composition per turn: stacked buckets, budget line and reserved output."""
 
     slug = "composition"
     title = "Context composition"
-    template = "panels/composition.html"
-    help = help.CHARTS["composition"]
 
     def params(self, query: Mapping[str, str]) -> dict:
         return {
@@ -175,9 +174,9 @@ class CompositionPanel:
         }
 
     def load(self, run, params: Mapping[str, Any]) -> dict:
-        from ctxview.panels import load
+        from ctxview import queries
 
-        return {"rows": load.series(run), "explain_base": load.explain_url(run.id, "")}
+        return {"rows": queries.series(run), "explain_base": queries.explain_url(run.id, "")}
 
     def compute(self, data: Mapping[str, Any], params: Mapping[str, Any]) -> dict:
         by = params["by"] or default_by(data["rows"])

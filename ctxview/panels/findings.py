@@ -6,8 +6,9 @@ from datetime import datetime
 from typing import Any
 
 from ctxcore import catalogue
-from ctxview.panels import help, palette
-from ctxview.panels.plot import base_layout, config, count_axis, plot_text
+from ctxview.panels.base import Panel
+from ctxview.shapes import palette
+from ctxview.shapes.plot import base_layout, config, count_axis, plot_text
 
 # The timeline draws at most this many markers; the groups below it always count every finding.
 MAX_MARKERS = 3000
@@ -267,30 +268,25 @@ def figure(result: Mapping[str, Any]) -> dict:
     return {"data": data, "layout": layout, "config": config()}
 
 
-class FindingsPanel:
+class FindingsPanel(Panel):
     """Findings over the run: a timeline and the list by type with explanations and fixes."""
 
     slug = "findings"
     title = "Findings"
-    template = "panels/findings.html"
-    help = help.CHARTS["findings"]
-
-    def params(self, query: Mapping[str, str]) -> dict:
-        return {}
 
     def load(self, run, params: Mapping[str, Any]) -> dict:
-        from ctxview.panels import load
+        from ctxview import queries
 
         breaks = [
             {"seq": row["seq"], "cause": row["cache"].get("cause"), "url": row["url"]}
-            for row in load.series(run)
+            for row in queries.series(run)
             if (row["cache"] or {}).get("broke")
         ]
         return {
-            "findings": load.findings(run),
+            "findings": queries.findings(run),
             "breaks": breaks,
             "calls": run.call_count,
-            **load.review_marks(run),
+            **queries.review_marks(run),
         }
 
     def compute(self, data: Mapping[str, Any], params: Mapping[str, Any]) -> dict:

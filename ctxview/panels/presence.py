@@ -11,9 +11,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from ctxview.panels import help, palette
-from ctxview.panels.plot import base_layout, config, count_axis, plot_text
+from ctxview.panels.base import Panel
 from ctxview.params import BadParameter, int_param
+from ctxview.shapes import help, palette
+from ctxview.shapes.plot import base_layout, config, count_axis, plot_text
 
 MAX_COLUMNS = 200
 ROWS = 120
@@ -293,13 +294,11 @@ def figure(result: Mapping[str, Any]) -> dict:
     }
 
 
-class PresencePanel:
+class PresencePanel(Panel):
     """Which items were in which calls, how, and why the excluded ones were left out."""
 
     slug = "presence"
     title = "Item presence"
-    template = "panels/presence.html"
-    help = help.CHARTS["presence"]
 
     def params(self, query: Mapping[str, str]) -> dict:
         rows = int_param(query, "rows", ROWS, 1, MAX_ROWS)
@@ -309,12 +308,12 @@ class PresencePanel:
         return {"rows": rows, "q": text}
 
     def load(self, run, params: Mapping[str, Any]) -> dict:
-        from ctxview.panels import load
+        from ctxview import queries
 
         return {
-            "index": load.presence_index(run, index),
-            "flagged": load.flagged_items(run),
-            "item_base": load.item_url(run.id, ""),
+            "index": queries.presence_index(run, index),
+            "flagged": queries.flagged_items(run),
+            "item_base": queries.item_url(run.id, ""),
         }
 
     def compute(self, data: Mapping[str, Any], params: Mapping[str, Any]) -> dict:

@@ -39,7 +39,7 @@
     link.click();
   }
 
-  // links: {x: [...]} or {x0, dx}, with prefix + ids[i] + suffix (see ctxview/panels/plot.py).
+  // links: {x: [...]} or {x0, dx}, with prefix + ids[i] + suffix (see ctxview/shapes/plot.py).
   function linkAt(links, x) {
     var index = links.x ? links.x.indexOf(x) : Math.round((x - links.x0) / links.dx);
     if (index < 0 || index >= links.ids.length) return null;

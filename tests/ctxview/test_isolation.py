@@ -69,6 +69,8 @@ def beta(send, bob, client, django_capture_on_commit_callbacks):  # noqa: F811
         "a": call.id,
         "b": call.id,
         "rest": f"v1/runs/{run.id}/unknown",
+        # The review and settings pages' actions: the run's deletion is the one that must never pass.
+        "action": "delete_run",
     }
 
 

@@ -107,8 +107,8 @@ ODD_QUERY = ["item", "source", "version", "hash", "label", "project", "service",
 ODD_PAGES = [
     ("a project's name", "/projects/new", {"name": "pro\x00ject"}),
     ("a key's name", "/projects/alpha/keys", {"name": "\x00"}),
-    ("a member's name", "/projects/alpha/settings", {"action": "add_member", "username": "\x00"}),
-    ("a label on the review page", "/runs/{run}/review", {"action": "add_label", "name": "\x00"}),
+    ("a member's name", "/projects/alpha/settings/add_member", {"username": "\x00"}),
+    ("a label on the review page", "/runs/{run}/review/add_label", {"name": "\x00"}),
 ]
 
 

@@ -29,21 +29,17 @@ def test_an_editor_adds_notes_labels_and_bookmarks(client, run, bob):
     Membership.objects.create(project=run.project, user=bob, role="editor")
     client.force_login(bob)
     url = f"/runs/{run.id}/review"
-    client.post(
-        url, {"action": "add_note", "body": "<script>alert(1)</script> the window slid", "call_seq": "2"}
-    )
-    client.post(url, {"action": "add_label", "name": "Incident", "link": "https://t.example/INC-1"})
-    client.post(url, {"action": "bookmark", "call_seq": "1"})
+    client.post(f"{url}/add_note", {"body": "<script>alert(1)</script> the window slid", "call_seq": "2"})
+    client.post(f"{url}/add_label", {"name": "Incident", "link": "https://t.example/INC-1"})
+    client.post(f"{url}/bookmark", {"call_seq": "1"})
     assert Note.objects.get().call.seq == 2
     assert list(Label.objects.values_list("name", flat=True)) == ["incident"]
     assert Bookmark.objects.get().call.seq == 1
     page = client.get(url).content.decode()
     assert "&lt;script&gt;alert(1)&lt;/script&gt; the window slid" in page and "<script>alert(1)" not in page
     assert "https://t.example/INC-1" in page
-    response = client.post(
-        url, {"action": "add_label", "name": "x", "link": "javascript:alert(1)"}, follow=True
-    )
-    assert "the link must be an http(s) URL" in response.content.decode()
+    response = client.post(f"{url}/add_label", {"name": "x", "link": "javascript:alert(1)"}, follow=True)
+    assert "link must be an http(s) URL" in response.content.decode()
     assert Label.objects.count() == 1
 
 
@@ -59,14 +55,14 @@ def test_a_viewer_reads_but_cannot_write_and_a_stranger_gets_404(client, run, bo
     Membership.objects.create(project=run.project, user=bob, role="viewer")
     client.force_login(bob)
     assert client.get(f"/runs/{run.id}/review").status_code == 200
-    assert client.post(f"/runs/{run.id}/review", {"action": "add_note", "body": "x"}).status_code == 403
+    assert client.post(f"/runs/{run.id}/review/add_note", {"body": "x"}).status_code == 403
     client.force_login(factories.user("stranger"))
     assert client.get(f"/runs/{run.id}/review").status_code == 404
 
 
 def test_an_admin_deletes_the_run_from_its_review_page(client, run, alice):
     client.force_login(alice)
-    response = client.post(f"/runs/{run.id}/review", {"action": "delete_run"})
+    response = client.post(f"/runs/{run.id}/review/delete_run", {})
     assert response.status_code == 302
     assert not Run.objects.exists()
 
@@ -76,9 +72,8 @@ def test_settings_change_the_policy_and_members(client, run, alice, bob):
     url = f"/projects/{run.project.slug}/settings"
     assert client.get(url).status_code == 200
     client.post(
-        url,
+        f"{url}/policy",
         {
-            "action": "policy",
             "retention_days": "7",
             "raw_retention_days": "1",
             "hash_only": "on",
@@ -89,17 +84,17 @@ def test_settings_change_the_policy_and_members(client, run, alice, bob):
     assert (project.retention_days, project.raw_retention_days, project.hash_only) == (7, 1, True)
     assert project.redaction_patterns == [["ticket", "TCK-[0-9]+"], ["email", "[a-z]+@[a-z.]+"]]
     response = client.post(
-        url,
-        {"action": "policy", "retention_days": "7", "raw_retention_days": "1", "patterns": "broken ([x"},
+        f"{url}/policy",
+        {"retention_days": "7", "raw_retention_days": "1", "patterns": "broken ([x"},
         follow=True,
     )
     assert "pattern broken" in response.content.decode()
-    client.post(url, {"action": "add_member", "username": "bob", "role": "editor"})
+    client.post(f"{url}/add_member", {"username": "bob", "role": "editor"})
     assert Membership.objects.get(project=project, user=bob).role == "editor"
-    response = client.post(url, {"action": "remove_member", "username": "alice"}, follow=True)
+    response = client.post(f"{url}/remove_member", {"username": "alice"}, follow=True)
     assert "a project keeps at least one admin" in response.content.decode()
     client.force_login(bob)
-    assert client.post(url, {"action": "add_member", "username": "bob", "role": "admin"}).status_code == 403
+    assert client.post(f"{url}/add_member", {"username": "bob", "role": "admin"}).status_code == 403
 
 
 def test_settings_prices_are_checked_as_the_prices_api_checks_them(client, run, alice):
@@ -110,10 +105,10 @@ def test_settings_prices_are_checked_as_the_prices_api_checks_them(client, run, 
         ('[{"model": " ", "input": 1, "output": 1}]', "prices[0] needs a model name"),
         ("[{", "the prices are not valid JSON"),
     ):
-        response = client.post(url, {"action": "prices", "prices": prices}, follow=True)
+        response = client.post(f"{url}/prices", {"prices": prices}, follow=True)
         assert message in response.content.decode(), prices
     assert Project.objects.get(id=run.project_id).prices == []
-    client.post(url, {"action": "prices", "prices": '[{"model": " m1 ", "input": 2, "output": 8, "x": 1}]'})
+    client.post(f"{url}/prices", {"prices": '[{"model": " m1 ", "input": 2, "output": 8, "x": 1}]'})
     assert Project.objects.get(id=run.project_id).prices == [{"model": "m1", "input": 2, "output": 8}]
 
 
@@ -122,10 +117,10 @@ def test_a_call_seq_that_is_no_call_number_is_refused_with_a_message(client, run
     Membership.objects.create(project=run.project, user=bob, role="editor")
     client.force_login(bob)
     url = f"/runs/{run.id}/review"
-    bookmark = client.post(url, {"action": "bookmark", "call_seq": seq}, follow=True)
-    assert "no such call in this run" in bookmark.content.decode()
-    note = client.post(url, {"action": "add_note", "body": "x", "call_seq": seq}, follow=True)
-    assert "is not a call of this run" in note.content.decode()
+    bookmark = client.post(f"{url}/bookmark", {"call_seq": seq}, follow=True)
+    assert "call_seq names no call of this run" in bookmark.content.decode()
+    note = client.post(f"{url}/add_note", {"body": "x", "call_seq": seq}, follow=True)
+    assert "call_seq names no call of this run" in note.content.decode()
     assert not Bookmark.objects.exists() and not Note.objects.exists()
 
 
@@ -133,7 +128,21 @@ def test_a_call_seq_that_is_no_call_number_is_refused_with_a_message(client, run
 def test_deleting_a_note_id_that_is_no_number_says_there_is_no_such_note(client, run, bob, note_id):
     Membership.objects.create(project=run.project, user=bob, role="editor")
     client.force_login(bob)
-    response = client.post(
-        f"/runs/{run.id}/review", {"action": "delete_note", "note_id": note_id}, follow=True
-    )
+    response = client.post(f"/runs/{run.id}/review/delete_note", {"note_id": note_id}, follow=True)
     assert response.status_code == 200 and "no such note" in response.content.decode()
+
+
+def test_each_write_of_the_pages_has_its_own_url(client, run, alice):
+    client.force_login(alice)
+    review, settings = f"/runs/{run.id}/review", f"/projects/{run.project.slug}/settings"
+    assert client.post(f"{review}/add_label", {"name": "incident"}).status_code == 302
+    assert list(run.labels.values_list("name", flat=True)) == ["incident"]
+    assert client.post(f"{review}/rename_run", {"name": "x"}).status_code == 404
+    assert client.post(f"{settings}/drop_tables").status_code == 404
+    # The pages themselves only read; their forms post to the action's URL.
+    assert client.post(review, {"action": "delete_run"}).status_code == 405
+    assert client.get(f"{review}/delete_run").status_code == 405
+    assert Run.objects.filter(id=run.id).exists()
+    page = client.get(review).content.decode()
+    assert f'action="{review}/add_note"' in page and f'action="{review}/delete_run"' in page
+    assert f'action="{settings}/prices"' in client.get(settings).content.decode()

@@ -10,8 +10,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from ctxview import queries
 from ctxview.models import Bookmark, Label, Note
-from ctxview.panels import load
 from ingest.models import Call, Run
 from tests import factories
 from tests.ctxview import ui_fixtures
@@ -177,6 +177,23 @@ def test_the_calls_panel_pages(viewer_client, inspect):
     assert "Calls 51–57 of 57" in body and "break: history_rewritten" in body
 
 
+def test_each_panel_fills_the_badge_beside_its_title_with_its_summary(viewer_client, inspect):
+    run = inspect.incident
+    page = viewer_client.get(f"/runs/{run.id}/").content.decode()
+    expected = {
+        "cache": f"{run.calls.filter(analysis__cache__broke=True).count()} breaks",
+        "findings": f"{run.findings.count()} findings",
+        "calls": f"{run.call_count} calls",
+    }
+    for slug in ("composition", "cache", "findings", "presence", "calls"):
+        assert f'id="{slug}-summary"></span>' in page  # empty until the panel loads
+        body = viewer_client.get(f"/runs/{run.id}/panels/{slug}").content.decode()
+        badge = re.search(rf'id="{slug}-summary" hx-swap-oob="true">([^<]*)</span>', body)
+        assert badge is not None and badge.group(1), slug
+        if slug in expected:
+            assert badge.group(1) == expected[slug], slug
+
+
 @pytest.mark.parametrize(
     "path, message",
     [
@@ -249,15 +266,15 @@ def test_the_header_is_its_own_htmx_region_and_shows_what_was_just_added(viewer_
     region = viewer_client.get(url, **HTMX, HTTP_HX_TARGET="review-marks").content.decode()
     assert "<html" not in region and "kpis" not in region and "0 notes · 0 bookmarks" in region
     review = f"/runs/{run.id}/review"
-    viewer_client.post(review, {"action": "add_note", "body": "seen", "call_seq": "4"})
-    viewer_client.post(review, {"action": "bookmark", "call_seq": "4"})
-    viewer_client.post(review, {"action": "add_label", "name": "incident", "link": ""})
+    viewer_client.post(f"{review}/add_note", {"body": "seen", "call_seq": "4"})
+    viewer_client.post(f"{review}/bookmark", {"call_seq": "4"})
+    viewer_client.post(f"{review}/add_label", {"name": "incident", "link": ""})
     region = viewer_client.get(url, **HTMX, HTTP_HX_TARGET="review-marks").content.decode()
     assert "1 note · 1 bookmark" in region and ">incident</span>" in region
     data = figure(viewer_client.get(f"/runs/{run.id}/panels/findings"), "fig-findings")
     assert [trace["x"] for trace in data["data"] if trace["name"] in ("note", "bookmark")] == [[4], [4]]
-    viewer_client.post(review, {"action": "unbookmark", "call_seq": "4"})
-    viewer_client.post(review, {"action": "delete_note", "note_id": Note.objects.get(run=run).id})
+    viewer_client.post(f"{review}/unbookmark", {"call_seq": "4"})
+    viewer_client.post(f"{review}/delete_note", {"note_id": Note.objects.get(run=run).id})
     data = figure(viewer_client.get(f"/runs/{run.id}/panels/findings"), "fig-findings")
     assert {trace["name"] for trace in data["data"]} == {"warning", "info", "occurrence"}
     assert "0 notes · 0 bookmarks" in viewer_client.get(url).content.decode()
@@ -506,15 +523,15 @@ def test_the_item_page_tells_the_facts_life(viewer_client, inspect):
     assert [trace["name"] for trace in figure(response, "fig-item")["data"]] == ["verbatim", "excluded"]
     assert b"Confirmed: the affected shard is pay-shard-7" in response.content
     shown = [{k: v for k, v in f.items() if k != "help"} for f in response.context["findings"]]
-    assert shown and shown == [f for f in load.findings(run) if f["item_id"] == "fact:affected-shard"]
+    assert shown and shown == [f for f in queries.findings(run) if f["item_id"] == "fact:affected-shard"]
 
 
 def test_explain_lists_the_findings_of_the_turns_calls_only(viewer_client, inspect):
     run = inspect.incident
-    turn = run.calls.get(seq=next(f["call_seq"] for f in load.findings(run) if f["call_seq"])).turn
+    turn = run.calls.get(seq=next(f["call_seq"] for f in queries.findings(run) if f["call_seq"])).turn
     response = viewer_client.get(f"/runs/{run.id}/explain?turn={turn}")
     seqs = [row["seq"] for row in response.context["result"]["cache"]]
-    expected = [f for f in load.findings(run) if f["call_seq"] in seqs]
+    expected = [f for f in queries.findings(run) if f["call_seq"] in seqs]
     shown = [{k: v for k, v in f.items() if k != "help"} for f in response.context["result"]["findings"]]
     assert expected and sorted(map(repr, shown)) == sorted(map(repr, expected))
 

@@ -3,7 +3,7 @@
 import pytest
 
 from ctxview.models import Label
-from ctxview.panels import runs as runs_query
+from ctxview.shapes import runs as runs_query
 from tests import factories
 from tests.ctxview import ui_fixtures
 from tests.ctxview.ui_data import HOSTILE_RUN

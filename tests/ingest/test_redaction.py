@@ -336,8 +336,8 @@ def test_saving_a_pattern_re2_rejects_says_why_on_the_page_and_in_the_api(client
     assert response.json()["error"].startswith("pattern after_key: invalid perl operator: (?<")
     assert "RE2 syntax" in response.json()["error"]
     page = client.post(
-        f"/projects/{project.slug}/settings",
-        {"action": "policy", "retention_days": "7", "raw_retention_days": "1", "patterns": r"dup (a)\1"},
+        f"/projects/{project.slug}/settings/policy",
+        {"retention_days": "7", "raw_retention_days": "1", "patterns": r"dup (a)\1"},
         follow=True,
     ).content.decode()
     assert "pattern dup: invalid escape sequence" in page

@@ -66,7 +66,7 @@ def test_a_claude_code_detailed_session_through_the_worker(worker, live_server, 
         assert call["usage"]["cache_read"] == usage["cache_read_input_tokens"]
         assert call["usage"]["cache_write"] == usage["cache_creation_input_tokens"]
         assert call["usage"]["output"] == usage["output_tokens"]
-        assert call["agent_name"] == ("general-purpose" if request["step"].startswith("sub") else None)
+        assert call["agent"] == ("general-purpose" if request["step"].startswith("sub") else None)
         assert call["turn"] == (2 if request["step"] == "turn-2" else 1)
         tools = [item for item in call["items"] if item["bucket"] == "tools"]
         assert len(tools) == request["tool_count"]

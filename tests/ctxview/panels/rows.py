@@ -1,4 +1,4 @@
-"""Plain rows shaped like ``ctxview.panels.load`` gives them, for the pure panel tests."""
+"""Plain rows shaped like ``ctxview.queries`` gives them, for the pure panel tests."""
 
 
 def buckets(**parts) -> dict:

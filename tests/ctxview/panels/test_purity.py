@@ -1,12 +1,12 @@
-"""The panels' shaping code imports no Django: only ``load`` (the reads) may."""
+"""The panels' and the pages' shaping code imports no Django: only ``ctxview.queries`` (the reads) may."""
 
 import ast
 from pathlib import Path
 
 import pytest
 
-PANELS = Path(__file__).resolve().parents[3] / "ctxview" / "panels"
-PURE = sorted(path for path in PANELS.glob("*.py") if path.name != "load.py")
+CTXVIEW = Path(__file__).resolve().parents[3] / "ctxview"
+PURE = sorted([*(CTXVIEW / "panels").glob("*.py"), *(CTXVIEW / "shapes").glob("*.py")])
 
 
 def imported(path: Path) -> set[str]:

@@ -5,13 +5,13 @@ what is new, which conflicts appeared, which pinned items went missing or slid i
 the buckets shifted, and what the cache did. Pure: plain dicts in, plain dicts out.
 """
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
 from ctxcore import catalogue
 from ctxcore.vocabulary import STANDING_KINDS, in_middle, position_shares
-from ctxview.panels import help, palette
+from ctxview.shapes import help, palette
 
 # Kinds a person wants to see one by one when they leave the window; other items are counted by group.
 LISTED = 300
@@ -92,34 +92,70 @@ def explain(
     """What changed at ``current`` (the turn's last call) since ``previous`` (the turn before) and ``first``.
 
     ``past`` is ``history()`` over the calls up to and including ``current``; ``turn_calls`` are the
-    turn's calls (``load.series`` rows) and ``findings`` the findings of those calls.
+    turn's calls (``queries.series`` rows) and ``findings`` the findings of those calls. One function below
+    per section of the page.
     """
-    now_ids = {item["id"]: item for item in current["items"]}
-    excluded_now = {entry["id"]: entry.get("reason") for entry in current["excluded"]}
-    source = current["manifest_source"]
-    flagged = {finding["item_id"] for finding in findings if finding.get("item_id")}
-    dropped_types = ("fact_dropped", "pinned_dropped")
 
     def link(item_id: str) -> str:
         return f"{item_base}{quote(item_id, safe='')}"
 
-    # Gone since the turn before: in its last call, not in this one.
-    gone_previous = []
-    if previous is not None:
-        for item in previous["items"]:
-            if item["id"] in now_ids:
-                continue
-            reason = excluded_now.get(item["id"])
-            gone_previous.append(
-                {
-                    **_stub(item),
-                    "reason": _reason_text(reason, source),
-                    "reason_help": help.reason_help(reason),
-                    "url": link(item["id"]),
-                }
-            )
+    flagged = {finding["item_id"] for finding in findings if finding.get("item_id")}
+    important, other_groups = _gone_since_start(current, past, flagged, link)
+    result = {
+        "gone_previous": _gone_since_previous(current, previous, link),
+        "gone_important": important,
+        "gone_groups": other_groups,
+        "gone_total": len(important) + sum(group["count"] for group in other_groups),
+        "new_items": _new_items(current, previous, link),
+        "conflicts": _conflicts(current, previous),
+        "pinned_missing": _pinned_missing(current, previous, first, link),
+        "pinned_middle": _pinned_middle(current, previous, link),
+        "buckets": _bucket_rows(current, previous, first),
+        "cache": _cache_rows(turn_calls),
+        "findings": _finding_rows(findings),
+        "window": _window(current, previous, first),
+        "manifest_source": current["manifest_source"],
+    }
+    result["headlines"] = headlines(result, ("fact_dropped", "pinned_dropped"), findings)
+    return result
 
-    # Gone since the start: included at some call before this one, not now.
+
+def _excluded(call: Mapping[str, Any]) -> dict[str, str | None]:
+    return {entry["id"]: entry.get("reason") for entry in call["excluded"]}
+
+
+def _gone_since_previous(
+    current: Mapping[str, Any], previous: Mapping[str, Any] | None, link: Callable[[str], str]
+) -> list[dict]:
+    """In the turn before's last call, not in this one."""
+    if previous is None:
+        return []
+    now_ids = {item["id"] for item in current["items"]}
+    excluded_now = _excluded(current)
+    gone = []
+    for item in previous["items"]:
+        if item["id"] in now_ids:
+            continue
+        reason = excluded_now.get(item["id"])
+        gone.append(
+            {
+                **_stub(item),
+                "reason": _reason_text(reason, current["manifest_source"]),
+                "reason_help": help.reason_help(reason),
+                "url": link(item["id"]),
+            }
+        )
+    return gone
+
+
+def _gone_since_start(
+    current: Mapping[str, Any], past: Mapping[str, Any], flagged: set[str], link: Callable[[str], str]
+) -> tuple[list[dict], list[dict]]:
+    """Included at some call before this one, not now: the important ones one by one (pinned, standing
+    kinds, named by a finding), the others grouped by bucket and reason."""
+    now_ids = {item["id"] for item in current["items"]}
+    excluded_now = _excluded(current)
+    source = current["manifest_source"]
     important, others = [], {}
     for item_id, last in past["last_included"].items():
         if item_id in now_ids:
@@ -152,21 +188,27 @@ def explain(
             if len(group["items"]) < LISTED:
                 group["items"].append(entry)
     important.sort(key=lambda entry: (not entry["pinned"], entry["left_seq"] or 0))
-    other_groups = sorted(others.values(), key=lambda group: -group["tokens"])
+    return important, sorted(others.values(), key=lambda group: -group["tokens"])
 
-    # New since the turn before.
+
+def _new_items(
+    current: Mapping[str, Any], previous: Mapping[str, Any] | None, link: Callable[[str], str]
+) -> list[dict]:
+    """New since the turn before."""
     previous_ids = {item["id"] for item in previous["items"]} if previous else set()
-    new_items = [
+    return [
         _stub(item) | {"url": link(item["id"])} for item in current["items"] if item["id"] not in previous_ids
     ]
 
-    # Conflicts: the current call's, marked new when the previous turn's last call did not have them.
+
+def _conflicts(current: Mapping[str, Any], previous: Mapping[str, Any] | None) -> list[dict]:
+    """The current call's conflicts, marked new when the previous turn's last call did not have them."""
     conflicts_now = (current.get("analysis") or {}).get("conflicts") or []
     conflicts_before = {
         _conflict_key(conflict)
         for conflict in ((previous or {}).get("analysis") or {}).get("conflicts") or []
     }
-    conflicts = [
+    return [
         {
             **conflict,
             "new": _conflict_key(conflict) not in conflicts_before,
@@ -175,36 +217,53 @@ def explain(
         for conflict in conflicts_now
     ]
 
-    # Pinned items: missing now, or in the middle now (and whether they were before).
+
+def _pinned_missing(
+    current: Mapping[str, Any],
+    previous: Mapping[str, Any] | None,
+    first: Mapping[str, Any],
+    link: Callable[[str], str],
+) -> list[dict]:
+    """Pinned items of the first call or the turn before that are not in the window now."""
+    now_ids = {item["id"] for item in current["items"]}
+    excluded_now = _excluded(current)
     pinned_before = {
         item["id"]: item for call in (first, previous) if call for item in call["items"] if item["pinned"]
     }
-    pinned_missing = [
-        _stub(item) | {"url": link(item_id), "reason": _reason_text(excluded_now.get(item_id), source)}
+    return [
+        _stub(item)
+        | {
+            "url": link(item_id),
+            "reason": _reason_text(excluded_now.get(item_id), current["manifest_source"]),
+        }
         for item_id, item in pinned_before.items()
         if item_id not in now_ids
     ]
-    middle_now = _middle_ids(current["items"])
+
+
+def _pinned_middle(
+    current: Mapping[str, Any], previous: Mapping[str, Any] | None, link: Callable[[str], str]
+) -> list[dict]:
+    """Pinned items in the middle of the window now, and whether they moved there this turn."""
     middle_before = _middle_ids(previous["items"]) if previous else {}
-    pinned_middle = [
-        {
-            "id": item_id,
-            "share": share,
-            "moved": item_id not in middle_before,
-            "url": link(item_id),
-        }
-        for item_id, share in middle_now.items()
+    return [
+        {"id": item_id, "share": share, "moved": item_id not in middle_before, "url": link(item_id)}
+        for item_id, share in _middle_ids(current["items"]).items()
     ]
 
-    # Buckets: start, turn before, now.
+
+def _bucket_rows(
+    current: Mapping[str, Any], previous: Mapping[str, Any] | None, first: Mapping[str, Any]
+) -> list[dict]:
+    """Tokens per bucket at the start, the turn before and now."""
     start, before, now = _buckets(first), _buckets(previous), _buckets(current)
-    bucket_rows = []
+    rows = []
     total_now = sum(now.values()) or 0
     for bucket in palette.BUCKET_ORDER:
         values = (start.get(bucket, 0), before.get(bucket, 0), now.get(bucket, 0))
         if not any(values):
             continue
-        bucket_rows.append(
+        rows.append(
             {
                 "bucket": bucket,
                 "start": values[0],
@@ -215,13 +274,16 @@ def explain(
                 "share": values[2] / total_now if total_now else 0,
             }
         )
+    return rows
 
-    # Cache over the turn's calls.
-    cache_rows = []
+
+def _cache_rows(turn_calls: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """What the cache did over the turn's calls."""
+    rows = []
     for row in turn_calls:
         cache = row.get("cache") or {}
         prompt, read = row["prompt_total"], row["cache_read"]
-        cache_rows.append(
+        rows.append(
             {
                 "seq": row["seq"],
                 "url": row["url"],
@@ -237,35 +299,27 @@ def explain(
                 "cost_usd": cache.get("cost_usd"),
             }
         )
+    return rows
 
-    finding_rows = [
+
+def _finding_rows(findings: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """The turn's findings, most severe first, with their help."""
+    return [
         {**finding, "help": catalogue.finding_help(finding["type"])}
         for finding in sorted(
             findings, key=lambda f: (catalogue.SEVERITY_ORDER.get(f["severity"], 3), f["call_seq"] or 0)
         )
     ]
-    result = {
-        "gone_previous": gone_previous,
-        "gone_important": important,
-        "gone_groups": other_groups,
-        "gone_total": len(important) + sum(group["count"] for group in other_groups),
-        "new_items": new_items,
-        "conflicts": conflicts,
-        "pinned_missing": pinned_missing,
-        "pinned_middle": pinned_middle,
-        "buckets": bucket_rows,
-        "cache": cache_rows,
-        "findings": finding_rows,
-        "window": {
-            "now": (current.get("analysis") or {}).get("buckets", {}).get("total"),
-            "previous": ((previous or {}).get("analysis") or {}).get("buckets", {}).get("total"),
-            "start": (first.get("analysis") or {}).get("buckets", {}).get("total"),
-            "limit": (current.get("budget") or {}).get("limit"),
-        },
-        "manifest_source": source,
+
+
+def _window(current: Mapping[str, Any], previous: Mapping[str, Any] | None, first: Mapping[str, Any]) -> dict:
+    """The window's size now, the turn before and at the start, and the model's limit."""
+    return {
+        "now": (current.get("analysis") or {}).get("buckets", {}).get("total"),
+        "previous": ((previous or {}).get("analysis") or {}).get("buckets", {}).get("total"),
+        "start": (first.get("analysis") or {}).get("buckets", {}).get("total"),
+        "limit": (current.get("budget") or {}).get("limit"),
     }
-    result["headlines"] = headlines(result, dropped_types, findings)
-    return result
 
 
 def _stub(item: Mapping) -> dict:

@@ -1,6 +1,6 @@
 from datetime import UTC, datetime, timedelta
 
-from ctxview.panels import overview
+from ctxview.shapes import overview
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

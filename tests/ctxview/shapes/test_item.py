@@ -1,4 +1,4 @@
-from ctxview.panels import item
+from ctxview.shapes import item
 
 
 def lifecycle():

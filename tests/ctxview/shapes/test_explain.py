@@ -1,4 +1,4 @@
-from ctxview.panels import explain
+from ctxview.shapes import explain
 from tests.ctxview.panels.rows import buckets, item, series_row
 
 

@@ -1,7 +1,7 @@
 """The runs list's query string: filters, sort and page, validated once (a bad one is a 400 that says why)."""
 
 from collections.abc import Collection, Mapping
-from datetime import UTC, datetime, time
+from datetime import UTC, datetime, time, timedelta
 
 from ctxview.params import BadParameter, int_param
 
@@ -10,14 +10,16 @@ PAGE_SIZE = 25
 SORTS = ("started", "calls", "turns", "peak", "hit_rate", "billed", "cost", "findings")
 
 
-def _when(query: Mapping[str, str], name: str, end_of_day: bool) -> datetime | None:
+def _when(query: Mapping[str, str], name: str, next_day: bool) -> datetime | None:
+    """A date or a date and time; a date alone is the start of that day, or of the next with
+    ``next_day``: ``until`` excludes its instant (as the API's), so ``until=2026-11-30`` takes that day."""
     value = (query.get(name) or "").strip()
     if not value:
         return None
     try:
         if len(value) == 10:
             day = datetime.fromisoformat(value).date()
-            parsed = datetime.combine(day, time.max if end_of_day else time.min)
+            parsed = datetime.combine(day + timedelta(days=1) if next_day else day, time.min)
         else:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
@@ -50,7 +52,7 @@ def parse(
     finding = (query.get("finding") or "").strip()
     if finding and finding not in finding_types:
         raise BadParameter(f"finding must be one of the finding types ({', '.join(sorted(finding_types))})")
-    label = (query.get("label") or "").strip()
+    label = label_filter(query.get("label") or "")
     if label and label not in labels:
         raise BadParameter(f"no run of this project is labelled {label[:80]!r}")
     held = {}
@@ -61,7 +63,7 @@ def parse(
         if value:
             held[field] = value
     since, until = _when(query, "since", False), _when(query, "until", True)
-    if since and until and since > until:
+    if since and until and since >= until:  # until excludes its instant: an empty range
         raise BadParameter("since must come before until")
     sort = (query.get("sort") or "-started").strip()
     if sort.lstrip("-") not in SORTS:
@@ -77,6 +79,11 @@ def parse(
         "sort": sort,
         "page": int_param(query, "page", 1, 1, 10**6),
     }
+
+
+def label_filter(value: str) -> str:
+    """The label a filter asks for, as labels are stored (lower-cased, trimmed): the page's and the API's."""
+    return value.strip().lower()
 
 
 def sort_links(current: str) -> dict[str, str]:

@@ -3,8 +3,8 @@
 from collections.abc import Mapping
 from typing import Any
 
-from ctxview.panels import help, palette
-from ctxview.panels.plot import base_layout, config, count_axis, plot_text
+from ctxview.shapes import help, palette
+from ctxview.shapes.plot import base_layout, config, count_axis, plot_text
 
 
 def story(

@@ -4,7 +4,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from ctxview.panels import help, palette
+from ctxview.shapes import help, palette
 
 LISTED = 500
 

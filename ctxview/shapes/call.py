@@ -5,7 +5,7 @@ from typing import Any
 
 from ctxcore import catalogue
 from ctxcore.vocabulary import in_middle, position_shares
-from ctxview.panels import palette
+from ctxview.shapes import palette
 
 # SVG user units across a bar (the templates draw with viewBox="0 0 1000 h").
 WIDTH = 1000

@@ -1,4 +1,4 @@
-from ctxview.panels import call
+from ctxview.shapes import call
 from tests.ctxview.panels.rows import buckets, item
 
 

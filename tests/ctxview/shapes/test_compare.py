@@ -1,4 +1,4 @@
-from ctxview.panels import compare
+from ctxview.shapes import compare
 from tests.ctxview.panels.rows import buckets, item
 
 

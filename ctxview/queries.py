@@ -5,6 +5,7 @@ pulls two small keys out of ``Call.analysis`` in SQL instead of the whole manife
 """
 
 from collections.abc import Iterable
+from datetime import datetime
 from urllib.parse import quote
 
 from django.core.cache import cache
@@ -264,6 +265,15 @@ def _sort_expression(key: str):
     }[key]
 
 
+def started_between(queryset: QuerySet[Run], since: datetime | None, until: datetime | None) -> QuerySet[Run]:
+    """Runs started at or after ``since`` and before ``until`` (the runs list's and the API's)."""
+    if since:
+        queryset = queryset.filter(started_at__gte=since)
+    if until:
+        queryset = queryset.filter(started_at__lt=until)
+    return queryset
+
+
 def runs(project: Project, filters: dict) -> QuerySet[Run]:
     """The project's runs with their peak window and findings count, filtered and sorted."""
     peak = (
@@ -304,10 +314,7 @@ def runs(project: Project, filters: dict) -> QuerySet[Run]:
         queryset = queryset.filter(labels__name=filters["label"])
     if filters["held"]:
         queryset = queryset.filter(id__in=runs_with_item([project.id], filters["held"]))
-    if filters["since"]:
-        queryset = queryset.filter(started_at__gte=filters["since"])
-    if filters["until"]:
-        queryset = queryset.filter(started_at__lte=filters["until"])
+    queryset = started_between(queryset, filters["since"], filters["until"])
     key = filters["sort"].lstrip("-")
     expression = _sort_expression(key)
     ordering = (

@@ -1,4 +1,4 @@
-from ctxview.panels import help
+from ctxview.shapes import help
 
 
 def test_an_unknown_reason_gets_a_neutral_answer():
@@ -8,7 +8,7 @@ def test_an_unknown_reason_gets_a_neutral_answer():
 
 
 def test_plot_links_and_axes_are_compact_for_long_runs():
-    from ctxview.panels import plot
+    from ctxview.shapes import plot
 
     assert plot.axis([1, 2, 3, 4]) == {"x0": 1, "dx": 1}
     assert plot.axis([5, 10, 15]) == {"x0": 5, "dx": 5}

@@ -2,8 +2,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ctxview.panels import runs
 from ctxview.params import BadParameter
+from ctxview.shapes import runs
 
 CHOICES = (["svc-a"], ["m1"], ["fact_dropped"])
 
@@ -31,7 +31,8 @@ def test_dates_without_a_time_cover_whole_days_in_utc():
         since="2026-11-24", until="2026-11-25", service="svc-a", model="m1", finding="fact_dropped"
     )
     assert filters["since"] == datetime(2026, 11, 24, tzinfo=UTC)
-    assert filters["until"].date().isoformat() == "2026-11-25" and filters["until"].hour == 23
+    # until excludes its instant (as the API's): a date alone ends where the next day starts.
+    assert filters["until"] == datetime(2026, 11, 26, tzinfo=UTC)
     assert parse(since="2026-11-24T09:30")["since"] == datetime(2026, 11, 24, 9, 30, tzinfo=UTC)
 
 

@@ -1,4 +1,4 @@
-from ctxview.panels import diff
+from ctxview.shapes import diff
 
 
 def ops(result):

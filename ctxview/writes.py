@@ -1,0 +1,229 @@
+"""Every write of the review page, the settings page and the API, validated here once.
+
+The API passes a JSON body's values as they came; a page converts its form's strings first (``form_int``,
+a checkbox to a bool, the redaction lines to pairs) and then calls the same function. A wrong value raises
+``Refused`` with the sentence both show, so the page and the API give the same answer for the same input.
+Who may write is checked by the caller (a session's role on the page, a key or a session in the API).
+"""
+
+from functools import partial
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from ctxcore.analysis import prices
+from ctxview.access import has_role
+from ctxview.models import Bookmark, Label, Note, NoteRevision
+from ingest.analyse import invalidate
+from ingest.models import Call, Membership, Project, Run
+from ingest.redact import PatternError, Redactor
+from ingest.retention import delete_runs
+from ingest.tasks import enqueue_analysis
+
+NOTE_LIMIT = 20_000
+ITEM_ID_LIMIT = 500  # Note.item_id's max_length
+LABEL_LIMIT = 64  # Label.name's max_length
+LINK_LIMIT = 500  # Label.link's max_length
+MAX_SEQ = 2**31 - 1  # a call's seq is a 32-bit integer
+# Dollars per million tokens; far above any real price, and keeps every figure finite (1e400 is inf).
+MAX_PRICE = 1_000_000
+PRICE_FIELDS = prices.FIELDS  # what a stored price row may set (analysis.prices.table_from_rows reads it)
+
+
+class Refused(Exception):
+    """A write that cannot be done; the message is shown as is (the API adds the status)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def form_int(value: str) -> int | str:
+    """A form's whole number as an int (ASCII digits only: ``"²".isdigit()`` is true but int() refuses
+    it); anything else is returned as it is, for the write to refuse with its own message."""
+    value = value.strip()
+    return int(value) if value.isascii() and value.isdigit() else value
+
+
+def text(value, name: str, limit: int, required: bool = True) -> str:
+    """A string field, stripped; refused when it is no string, empty (if required) or too long."""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise Refused(f"{name} must be a non-empty string" if required else f"{name} must be a string")
+    if len(value) > limit:
+        raise Refused(f"{name} is longer than {limit} characters")
+    return value.strip()
+
+
+def _whole(value, maximum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= maximum
+
+
+def call_by_seq(run: Run, seq) -> Call:
+    """The run's call numbered ``seq``."""
+    call = run.calls.filter(seq=seq).first() if _whole(seq, MAX_SEQ) else None
+    if call is None:
+        raise Refused("call_seq names no call of this run")
+    return call
+
+
+# --- Notes ---------------------------------------------------------------------------------------
+
+
+def add_note(run: Run, user, *, body, call_seq=None, item_id="") -> Note:
+    """A note on the run, on one of its calls (``call_seq``) or on one of its items (``item_id``)."""
+    call = None if call_seq is None else call_by_seq(run, call_seq)
+    return Note.objects.create(
+        project=run.project,
+        run=run,
+        call=call,
+        item_id=text(item_id, "item_id", ITEM_ID_LIMIT, required=False),
+        author=user,
+        body=text(body, "body", NOTE_LIMIT),
+    )
+
+
+def check_may_change_note(note: Note, user) -> None:
+    if note.author_id != user.id and not has_role(user, note.project, Membership.Role.ADMIN):
+        raise Refused("only the note's author or an admin may change it", 403)
+
+
+def edit_note(note: Note, user, body) -> Note:
+    """A new text for the note; the earlier one is kept as a revision."""
+    check_may_change_note(note, user)
+    body = text(body, "body", NOTE_LIMIT)
+    NoteRevision.objects.create(note=note, body=note.body, editor=user)
+    note.body, note.updated_at = body, timezone.now()
+    note.save(update_fields=["body", "updated_at"])
+    return note
+
+
+def delete_note(note: Note, user) -> None:
+    check_may_change_note(note, user)
+    note.delete()
+
+
+# --- Labels and bookmarks ------------------------------------------------------------------------
+
+
+def label_name(value) -> str:
+    """A label's name as stored (and as filtered): lower-cased."""
+    return text(value, "name", LABEL_LIMIT).lower()
+
+
+def add_label(run: Run, user, *, name, link="") -> Label:
+    """Labels the run (again: a new link replaces the old one)."""
+    name = label_name(name)
+    link = text(link, "link", LINK_LIMIT, required=False)
+    if link and not link.startswith(("http://", "https://")):
+        raise Refused("link must be an http(s) URL")
+    label, _ = Label.objects.update_or_create(
+        run=run, name=name, defaults={"project": run.project, "link": link, "created_by": user}
+    )
+    return label
+
+
+def remove_label(run: Run, name: str) -> bool:
+    deleted, _ = run.labels.filter(name=name).delete()
+    return bool(deleted)
+
+
+def set_bookmark(call: Call, user, on: bool) -> None:
+    if on:
+        Bookmark.objects.get_or_create(call=call, defaults={"project": call.project, "created_by": user})
+    else:
+        Bookmark.objects.filter(call=call).delete()
+
+
+def delete_run(run: Run) -> dict:
+    return delete_runs(run.project_id, [run.id])
+
+
+# --- A project's settings ------------------------------------------------------------------------
+
+POLICY_FIELDS = ("retention_days", "raw_retention_days", "hash_only", "redaction_patterns")
+
+
+def update_policy(project: Project, changes: dict) -> None:
+    """Sets the policy fields ``changes`` names (others are left alone), all checked before any is set."""
+    for name in ("retention_days", "raw_retention_days"):
+        if name in changes and not (_whole(changes[name], 3650) and changes[name] >= 1):
+            raise Refused(f"{name} must be a whole number of days from 1 to 3650")
+    if "hash_only" in changes and not isinstance(changes["hash_only"], bool):
+        raise Refused("hash_only must be true or false")
+    if "redaction_patterns" in changes:
+        patterns = changes["redaction_patterns"]
+        if not isinstance(patterns, list) or not all(
+            isinstance(entry, list) and len(entry) == 2 and all(isinstance(part, str) for part in entry)
+            for entry in patterns
+        ):
+            raise Refused("redaction_patterns must be a list of [name, regular expression] pairs")
+        try:
+            Redactor.from_patterns(tuple(entry) for entry in patterns)
+        except PatternError as exc:
+            raise Refused(str(exc)) from None
+    for name in POLICY_FIELDS:
+        if name in changes:
+            setattr(project, name, changes[name])
+    project.save()
+
+
+def clean_prices(rows) -> list[dict]:
+    """A project's own prices as given, checked; Refused says what is wrong."""
+    if not isinstance(rows, list):
+        raise Refused('the body must be {"prices": [{"model": ..., "input": ..., "output": ...}, ...]}')
+    for index, row in enumerate(rows):
+        if not isinstance(row, dict) or not isinstance(row.get("model"), str) or not row["model"].strip():
+            raise Refused(f"prices[{index}] needs a model name")
+        for name in PRICE_FIELDS:
+            value = row.get(name)
+            required = name in ("input", "output")
+            if (value is None and required) or (
+                value is not None
+                and (
+                    isinstance(value, bool)
+                    or not isinstance(value, int | float)
+                    or not 0 <= value <= MAX_PRICE
+                )
+            ):
+                raise Refused(
+                    f"prices[{index}].{name} must be a number of dollars per million tokens"
+                    f" from 0 to {MAX_PRICE:,}"
+                )
+    return [{"model": row["model"].strip(), **{n: row[n] for n in PRICE_FIELDS if n in row}} for row in rows]
+
+
+def set_prices(project: Project, rows) -> None:
+    """Replaces the project's own prices and analyses every run of the project again."""
+    cleaned = clean_prices(rows)
+    with transaction.atomic():
+        project.prices = cleaned
+        project.save(update_fields=["prices"])
+        reanalyse(project)
+
+
+def reanalyse(project: Project) -> None:
+    """Costs are summed along the analysis: new prices mean analysing every run from its first call."""
+    for run in Run.objects.filter(project=project).only("id", "analysed_seq"):
+        invalidate(run, 1)
+        transaction.on_commit(partial(enqueue_analysis, run.id), robust=True)
+
+
+def add_member(project: Project, *, username, role) -> Membership:
+    user = get_user_model().objects.filter(username=text(username, "username", 150)).first()
+    if user is None:
+        raise Refused(f"no user named {username.strip()!r}")
+    if role not in Membership.Role.values:
+        raise Refused("unknown role")
+    membership, _ = Membership.objects.update_or_create(project=project, user=user, defaults={"role": role})
+    return membership
+
+
+def remove_member(project: Project, *, username) -> None:
+    membership = Membership.objects.filter(project=project, user__username=username).first()
+    if membership is None:
+        raise Refused("no such member")
+    admins = Membership.objects.filter(project=project, role=Membership.Role.ADMIN)
+    if membership.role == Membership.Role.ADMIN and admins.count() == 1:
+        raise Refused("a project keeps at least one admin")
+    membership.delete()
