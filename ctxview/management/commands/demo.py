@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from ctxview import demo
+from ctxview.models import Probe
 from ingest.keys import create_key
 from ingest.models import Membership, Project, Run
 
@@ -44,6 +45,7 @@ class Command(BaseCommand):
         try:
             self._wait_until_up(url, server)
             self._send(url, key, skip)
+            self._add_probes()
             self._print_welcome(url, key)
             server.wait()
         except KeyboardInterrupt:
@@ -81,6 +83,22 @@ class Command(BaseCommand):
     def _send(self, url: str, key: str, skip: set[str] = frozenset()) -> None:
         for run_id, calls in demo.send(url, key, skip).items():
             self.stdout.write(f"sent the demo run {run_id}: {calls} calls")
+
+    def _add_probes(self, wait_s: float = 30) -> None:
+        """The texts each story follows through its replay (besides its facts and rules), once its run
+        is stored (the server stores a batch after answering it)."""
+        deadline = time.monotonic() + wait_s
+        for story in demo.STORIES:
+            texts = getattr(story, "PROBE_TEXTS", ())
+            run = None
+            while texts and run is None and time.monotonic() < deadline:
+                run = Run.objects.filter(project__slug=DEMO_PROJECT, key=story.RUN_ID).first()
+                if run is None:
+                    time.sleep(0.5)
+            for text in texts if run is not None else ():
+                Probe.objects.get_or_create(
+                    run=run, kind="text", value=text, defaults={"project": run.project}
+                )
 
     def _print_welcome(self, url: str, key: str) -> None:
         database = settings.DATABASES["default"]["NAME"]
