@@ -11,10 +11,11 @@ from tests.browser.conftest import login, screenshot, settle
 
 def _table(page) -> dict[str, dict[str, str]]:
     """The policies table as text: policy -> column header -> cell."""
-    headers = page.locator("table.replay-table thead th").all_inner_texts()
+    # Text content, not inner text: the headers are upper-cased by CSS.
+    headers = [text.strip() for text in page.locator("table.replay-table thead th").all_text_contents()]
     table = {}
     for row in page.locator("table.replay-table tbody tr").all():
-        cells = row.locator("td").all_inner_texts()
+        cells = [" ".join(text.split()) for text in row.locator("td").all_text_contents()]
         table[row.get_attribute("data-policy")] = dict(zip(headers, cells, strict=True))
     return table
 
@@ -69,6 +70,6 @@ def test_replay_of_the_incident_run_reads_like_the_article(live_server, browser_
     page.click("tr[data-policy='sliding_window:12'] td a")
     page.locator("#window h2", has_text="Window of sliding_window:12 at call 57").wait_for()
     assert page.evaluate("window.stillTheSamePage") is True
-    ids = page.locator("#window tbody td.item-id").all_inner_texts()
+    ids = [text.strip() for text in page.locator("#window tbody td.item-id").all_text_contents()]
     assert "fact:affected-shard" not in ids and "msg:t37:answer" in ids
     assert page.console.errors == []
