@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 import regex
 
 from ctxcore.analysis import CallInput
-from ctxcore.replay import Policy, Probe, cheapest_keeping_all, replay, standing_probes, text_hits
+from ctxcore.replay import Policy, Probe, cheapest_keeping_all, parse, replay, standing_probes, text_hits
 from ctxcore.replay.probes import MAX_PROBE_LENGTH, PROBE_KINDS
 from ctxview.models import Probe as ProbeRow
 from ingest.analyse import config_for
@@ -163,6 +163,15 @@ def replay_run(
         "probe_definitions": definitions,
         "cheapest_keeping_all": cheapest_keeping_all(result["policies"]),
     }
+
+
+def turn_probes(run: Run, turn: int) -> list[dict]:
+    """Where each probe is at the end of ``turn`` in the recorded run (Explain this turn)."""
+    calls = [call for call in run_calls(run) if (call.turn if call.turn is not None else call.seq) <= turn]
+    if not calls:
+        return []
+    result = replay_run(run, [parse("recorded")], turn, calls)
+    return result["policies"][0]["probes"]
 
 
 def last_turn(calls: Sequence[CallInput]) -> int:

@@ -113,3 +113,17 @@ def test_trace_content_stays_text_on_the_page(viewer_client, inspect):
     body = response.content.decode()
     assert response.context["window"]  # the hostile items are listed...
     assert ui_data.SCRIPT not in body and ui_data.IMG not in body  # ...as text
+
+
+def test_explain_this_turn_says_where_each_probe_is(viewer_client, inspect):
+    run = inspect.incident
+    late = viewer_client.get(f"/runs/{run.id}/explain?turn=40")
+    probes = {probe["probe"]: probe for probe in late.context["probes"]}
+    fact = probes["fact:affected-shard"]
+    left = run.calls.filter(turn=23).order_by("seq").first().seq
+    assert (fact["how"], fact["left_at_call"], fact["left_reason"]) == ("absent", left, "sliding_window")
+    assert 'id="probes-at-turn"' in late.content.decode()
+    early = viewer_client.get(f"/runs/{run.id}/explain?turn=20")
+    assert {probe["probe"]: probe["how"] for probe in early.context["probes"]}["fact:affected-shard"] == (
+        "verbatim"
+    )
