@@ -19,6 +19,9 @@ from ingest.analyse import config_for
 from ingest.models import Content, Run
 
 MAX_PROBES = 20
+# Window items a request may rebuild (about 10-20 µs each): the demo's 8 policies rebuild 20,000, three
+# windowed policies on a 1,000-call run 94,000; full history on a long run far more (the CLI has no cap).
+MAX_REPLAYED_ITEMS = 1_000_000
 REGEX_SECONDS = 1.0  # per pattern, over the whole run's content
 CONTENT_CHUNK = 2000
 
@@ -142,6 +145,7 @@ def replay_run(
     at_turn: int | None = None,
     calls: Sequence[CallInput] | None = None,
     keep_windows: Iterable[int] = (),
+    max_items: int | None = MAX_REPLAYED_ITEMS,
 ) -> dict:
     """The replay of a stored run: ``ctxcore.replay.replay`` plus its probes, content and cheapest policy."""
     calls = list(calls) if calls is not None else run_calls(run)
@@ -156,6 +160,7 @@ def replay_run(
         at_turn=at_turn,
         config=config_for(run.project),
         keep_windows=set(keep_windows),
+        max_items=max_items,
     )
     return {
         **result,

@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from ctxcore.replay import DEFAULT_POLICIES, BadPolicy, parse_list
+from ctxcore.replay import DEFAULT_POLICIES, BadPolicy, TooMuchWork, parse_list
 from ctxview.api import BadParameter, _get_run, _int_param, api_view, error
 from ctxview.models import Probe
 from ctxview.replay import MAX_PROBES, ProbeError, clean_probe, last_turn, replay_run, run_calls, run_probes
@@ -58,7 +58,10 @@ def run_replay(request: HttpRequest, projects: QuerySet[Project], run_id: int) -
     last = last_turn(calls)
     at_turn = _int_param(request, "at_turn", last, 1, last)
     with_calls = request.GET.get("calls") in ("1", "true")
-    result = replay_run(run, policies, at_turn, calls)
+    try:
+        result = replay_run(run, policies, at_turn, calls)
+    except TooMuchWork as exc:
+        raise BadParameter(str(exc)) from None
     return JsonResponse(
         {
             "run_id": run.id,

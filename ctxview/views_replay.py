@@ -7,7 +7,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from ctxcore.replay import DEFAULT_POLICIES, BadPolicy, parse, parse_list
+from ctxcore.replay import DEFAULT_POLICIES, BadPolicy, TooMuchWork, parse, parse_list
 from ctxcore.replay.policies import is_replayed
 from ctxview.access import get_run_for_user, has_role
 from ctxview.models import Probe
@@ -91,7 +91,10 @@ def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
     policies_text = ",".join(policy.spec for policy in policies)
     if shown and shown.spec not in [policy.spec for policy in policies]:
         policies.append(shown)
-    result = replay_run(run, policies, at_turn, calls, keep_windows=[seq] if seq else [])
+    try:
+        result = replay_run(run, policies, at_turn, calls, keep_windows=[seq] if seq else [])
+    except TooMuchWork as exc:
+        raise BadParameter(str(exc)) from None
     by_spec = {entry["policy"]: entry for entry in result["policies"]}
     window = by_spec[shown.spec]["windows"].get(seq) if shown else None
     call_ids = dict(run.calls.filter(seq__isnull=False).values_list("seq", "id"))

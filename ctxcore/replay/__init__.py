@@ -12,7 +12,7 @@ from ctxcore.replay.policies import (
     parse_list,
 )
 from ctxcore.replay.probes import PROBE_KINDS, Place, Probe, locate, standing_probes, text_hits
-from ctxcore.replay.simulate import Pool, cheapest_keeping_all, keeps_every_probe, replay
+from ctxcore.replay.simulate import Pool, TooMuchWork, cheapest_keeping_all, keeps_every_probe, replay
 
 __all__ = [
     "DEFAULT_POLICIES",
@@ -25,6 +25,7 @@ __all__ = [
     "Pool",
     "Probe",
     "Slot",
+    "TooMuchWork",
     "cheapest_keeping_all",
     "keeps_every_probe",
     "locate",

@@ -63,6 +63,10 @@ class Pool:
         return [slots[item_id] for item_id in self.order]
 
 
+class TooMuchWork(ValueError):
+    """A replay past its item budget (full-history policies on a long run); the message says which."""
+
+
 def call_turn(call: CallInput) -> int:
     return call.turn if call.turn is not None else call.seq
 
@@ -203,11 +207,13 @@ def replay(
     at_turn: int | None = None,
     config: AnalysisConfig = DEFAULT_CONFIG,
     keep_windows: Collection[int] = (),
+    max_items: int | None = None,
 ) -> dict:
     """Each policy's calls and totals, and every probe at the query turn (default: the last turn).
 
     ``calls`` in run order; ``hits``: per text or regex probe, the content hashes that hold it (None:
-    the run has no content to search); ``keep_windows``: the seqs whose replayed windows to return."""
+    the run has no content to search); ``keep_windows``: the seqs whose replayed windows to return;
+    ``max_items``: raise ``TooMuchWork`` once the replayed windows hold more items than this."""
     hits = hits or {}
     ordered = sorted(calls, key=lambda call: call.seq)
     last_turn = max((call_turn(call) for call in ordered), default=0)
@@ -216,6 +222,7 @@ def replay(
     runs = [_Run(policy) for policy in policies]
     windows: dict[str, dict[int, list[Slot]]] = {policy.spec: {} for policy in policies}
     pool = Pool()
+    replayed = 0
     needs_pool = any(policy.steps[0].name != "recorded" for policy in policies)
     for call in ordered:
         turn = call_turn(call)
@@ -225,6 +232,13 @@ def replay(
         scale_up = ratio(call)
         for run in runs:
             window = run.policy.window(base, moment)
+            replayed += len(window)
+            if max_items is not None and replayed > max_items:
+                raise TooMuchWork(
+                    f"replaying this run under these policies rebuilds more than {max_items:,} window "
+                    f"items (passed at call {call.seq} of {len(ordered)}, policy {run.policy.spec}): "
+                    "ask for fewer policies, or ones with a bounded window"
+                )
             run.calls.append(_simulate_call(run, call, window, scale_up, config))
             if call.seq <= (query_seq or 0):
                 _follow(run, call, window, probes, hits, call.seq == query_seq)

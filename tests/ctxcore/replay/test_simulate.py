@@ -1,11 +1,12 @@
 """The replay: windows rebuilt from the pool, the cache model over them, prices and probes."""
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxcore.analysis import analyse_call, new_state
 from ctxcore.analysis.cache import INVISIBLE
-from ctxcore.replay import Probe, cheapest_keeping_all, parse, parse_list, replay
+from ctxcore.replay import Probe, TooMuchWork, cheapest_keeping_all, parse, parse_list, replay
 from tests.ctxcore.analysis.builders import call, item, system, tool
 
 
@@ -124,6 +125,13 @@ def test_replayed_windows_are_returned_for_the_calls_asked():
     calls = _conversation(4)
     [entry] = replay(calls, [parse("sliding_window:2")], keep_windows={4})["policies"]
     assert [slot.item.id for slot in entry["windows"][4]] == ["tool:search", "system:0", "u4", "a4"]
+
+
+def test_a_replay_past_its_item_budget_stops_and_says_where():
+    calls = _conversation(10)
+    assert replay(calls, [parse("sliding_window:2")], max_items=60)["policies"][0]["calls"] == 10
+    with pytest.raises(TooMuchWork, match="more than 60 window items .* policy full"):
+        replay(calls, [parse("full")], max_items=60)
 
 
 # --- Properties ---------------------------------------------------------------------------------
