@@ -56,3 +56,18 @@ def test_bad_arguments_say_what_is_wrong(inspect, db, args, options, message):
     args = tuple(arg.format(id=inspect.incident.id) for arg in args)
     with pytest.raises(CommandError, match=message):
         _replay(*args, **options)
+
+
+@pytest.mark.django_db(transaction=True)  # the receiver processes a batch once its transaction commits
+def test_the_demo_command_adds_the_incidents_text_probes_once():
+    from ctxview.management.commands.demo import DEMO_PROJECT, Command
+    from ctxview.models import Probe
+    from tests import factories
+    from tests.ctxview import ui_data
+
+    _, key = factories.project_with_key(DEMO_PROJECT)
+    ui_data.post(ui_data.demo_requests(), key)
+    for _ in range(2):
+        Command()._add_probes(wait_s=5)
+    values = Probe.objects.filter(run__key="demo-incident-turn-40").values_list("kind", "value")
+    assert sorted(values) == [("text", "employee 4417"), ("text", "pay-shard-7")]
