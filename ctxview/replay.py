@@ -145,7 +145,7 @@ def replay_run(
     at_turn: int | None = None,
     calls: Sequence[CallInput] | None = None,
     keep_windows: Iterable[int] = (),
-    max_items: int | None = MAX_REPLAYED_ITEMS,
+    limited: bool = True,
 ) -> dict:
     """The replay of a stored run: ``ctxcore.replay.replay`` plus its probes, content and cheapest policy."""
     calls = list(calls) if calls is not None else run_calls(run)
@@ -160,7 +160,7 @@ def replay_run(
         at_turn=at_turn,
         config=config_for(run.project),
         keep_windows=set(keep_windows),
-        max_items=max_items,
+        max_items=MAX_REPLAYED_ITEMS if limited else None,
     )
     return {
         **result,

@@ -247,3 +247,14 @@ def test_a_run_without_captured_content_says_so_instead_of_guessing(live_server,
         "present": None,
         "how": "unknown",
     }
+
+
+def test_a_replay_past_the_item_budget_is_a_400_that_says_so(viewer_client, inspect, monkeypatch):
+    from ctxview import replay
+
+    monkeypatch.setattr(replay, "MAX_REPLAYED_ITEMS", 6000)
+    response = _replay(viewer_client, inspect.incident, "policies=full,pin_end,elide:4")
+    assert response.status_code == 400
+    assert response.json()["error"].startswith(
+        "replaying this run under these policies rebuilds more than 6,000"
+    )

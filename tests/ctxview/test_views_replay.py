@@ -127,3 +127,21 @@ def test_explain_this_turn_says_where_each_probe_is(viewer_client, inspect):
     assert {probe["probe"]: probe["how"] for probe in early.context["probes"]}["fact:affected-shard"] == (
         "verbatim"
     )
+
+
+def test_on_a_run_too_long_for_every_default_policy_the_page_keeps_the_bounded_ones(
+    viewer_client, inspect, monkeypatch
+):
+    from ctxview import replay
+
+    monkeypatch.setattr(replay, "MAX_REPLAYED_ITEMS", 6000)
+    response = viewer_client.get(f"/runs/{inspect.incident.id}/replay")
+    assert response.status_code == 200
+    assert [row["policy"] for row in response.context["rows"]] == [
+        "recorded",
+        "sliding_window:12",
+        "user_verbatim:4",
+    ]
+    assert "more than 6,000 window items" in response.content.decode()
+    asked = viewer_client.get(f"/runs/{inspect.incident.id}/replay?policies=full,pin_end,elide:4")
+    assert asked.status_code == 400 and "more than 6,000 window items" in asked.content.decode()

@@ -47,7 +47,7 @@ class Command(BaseCommand):
         if at_turn is not None and not 1 <= at_turn <= last:
             raise CommandError(f"--at-turn must be between 1 and {last}")
         started = time.perf_counter()
-        result = replay_run(found, policies, at_turn, calls, max_items=None)
+        result = replay_run(found, policies, at_turn, calls, limited=False)
         elapsed = time.perf_counter() - started
         self.stdout.write(self._table(result))
         self.stdout.write(
