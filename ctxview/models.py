@@ -94,3 +94,29 @@ class Bookmark(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["call"], name="bookmark_unique")]
+
+
+class Probe(models.Model):
+    """Something followed through a run's windows and replays: an item id, a text or a regular expression.
+
+    The run's facts and rules are probes without a row (``ctxcore.replay.standing_probes``)."""
+
+    class Kind(models.TextChoices):
+        ITEM = "item"
+        TEXT = "text"
+        REGEX = "regex"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="probes")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    value = models.CharField(max_length=500)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "kind", "value"], name="probe_unique")]
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "kind": self.kind, "value": self.value, "standing": False}

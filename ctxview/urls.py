@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from ctxview import api, review_api, views, views_call, views_review, views_run
+from ctxview import api, replay_api, review_api, views, views_call, views_replay, views_review, views_run
 from ingest import receiver
 
 urlpatterns = [
@@ -26,6 +26,8 @@ urlpatterns = [
     path("api/v1/projects/<slug:slug>/import", review_api.project_import, name="cv-api-project-import"),
     path("api/v1/projects/<slug:slug>/policy", review_api.project_policy, name="cv-api-project-policy"),
     path("api/v1/projects/<slug:slug>/prices", review_api.project_prices, name="cv-api-project-prices"),
+    path("api/v1/runs/<int:run_id>/replay", replay_api.run_replay, name="cv-api-run-replay"),
+    path("api/v1/runs/<int:run_id>/probes", replay_api.run_probes_view, name="cv-api-run-probes"),
     path("api/", api.not_found, {"rest": ""}),
     path("api/<path:rest>", api.not_found, name="cv-api-not-found"),
     path("login/", views.LoginView.as_view(), name="cv-login"),
@@ -44,6 +46,8 @@ urlpatterns = [
     path("runs/<int:run_id>/compare", views_run.compare_calls, name="cv-compare"),
     path("runs/<int:run_id>/compare/item", views_run.compare_item, name="cv-compare-item"),
     path("runs/<int:run_id>/item", views_run.item_page, name="cv-item"),
+    path("runs/<int:run_id>/replay", views_replay.replay_page, name="cv-replay"),
+    path("runs/<int:run_id>/replay/probes", views_replay.replay_probes, name="cv-replay-probes"),
     path("calls/<int:call_id>/", views_call.call, name="cv-call"),
     path("runs/<int:run_id>/review", views_review.run_review, name="cv-run-review"),
     path(

@@ -14,6 +14,7 @@ from ctxview import queries
 from ctxview.access import get_run_for_user
 from ctxview.panels import run_panels
 from ctxview.params import BadParameter, int_param
+from ctxview.replay import turn_probes
 from ctxview.shapes import compare, diff, explain, item, overview
 from ctxview.views_common import render_page, ui_view
 from ingest.models import Run
@@ -133,6 +134,7 @@ def explain_turn(request: HttpRequest, run_id: int) -> HttpResponse:
         "previous_turn": turn - 1 if turn > 1 else None,
         "next_turn": turn + 1 if turn < run.turn_count else None,
         "reasons": EXCLUSION_REASONS,
+        "probes": turn_probes(run, turn),
     }
     return render_page(request, "ctxview/explain.html", context)
 

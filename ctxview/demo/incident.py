@@ -1,10 +1,12 @@
 """Story 1, "incident at turn 40": an on-call agent whose sliding window drops a fact it still needs.
 
-40 turns, 57 calls. 12 tools, 5 of them never called (search_logs among them). A standing rule at
-turn 2 (file tickets under employee 4417) is pinned and survives; the fact found at turn 19 (the
-affected shard is pay-shard-7) leaves the window at turn 31, excluded by the sliding window. Tool
-results outgrow the tool catalogue at turn 5. The agent calls `read_log`, which does not exist,
-three times; a coffee break before turn 25 lets the cache expire.
+It follows the experiment of ../shared/seeds/004 (issue 16): 40 turns, 57 calls, 12 tools, 5 of them
+never called (search_logs among them). The window keeps the last 12 messages (tool calls and results
+count as messages). The standing rule of turn 2 (file tickets under employee 4417) is a user message:
+it leaves the window, and its employee number survives only because the agent repeats it every 7
+turns. The fact of turn 19 is stated by the user (the payments team's confirmation, relayed: the
+affected shard is pay-shard-7), once, and the window drops it at turn 23. The agent calls `read_log`,
+which does not exist, three times; a coffee break before turn 25 lets the cache expire.
 """
 
 import random
@@ -17,7 +19,10 @@ RUN_ID = "demo-incident-turn-40"
 SERVICE = "oncall-agent"
 MODEL = "claude-sonnet-4-5"
 START = datetime(2026, 11, 24, 2, 10, tzinfo=UTC)
-WINDOW_TURNS = 12  # the sliding window keeps the messages of the last 12 turns
+WINDOW_MESSAGES = 12  # the sliding window keeps the last 12 messages
+REPEAT_RULE_EVERY = 7  # the agent restates the standing rule in its answer every 7 turns
+# Texts followed through the replay besides the run's fact and rule items (the demo command adds them).
+PROBE_TEXTS = ("pay-shard-7", "employee 4417")
 
 CALLED = (
     "query_metrics",
@@ -69,19 +74,21 @@ def _tools(rng: random.Random) -> list[Piece]:
 
 def _turn_messages(rng: random.Random, turn: int) -> list[Piece]:
     """The messages a turn adds to the conversation (its user message, tool exchange, answer)."""
+    user_id, kind = f"msg:t{turn}:user", "message"
     if turn == RULE_TURN:
+        user_id, kind = "rule:ticket-owner", "rule"
         user = "From now on, file every ticket under employee 4417. This is a standing rule."
     elif turn == FACT_TURN:
-        user = "Which shard is affected? Check the shard status."
+        user_id, kind = "fact:affected-shard", "fact"
+        user = (
+            "Confirmed: the affected shard is pay-shard-7 (queue depth 9120, p99 4.2 s). "
+            "The payments team just told me; check its status."
+        )
     elif turn == 40:
         user = "Latency is back. File a ticket for the affected shard and restart its worker pool."
     else:
         user = f"Turn {turn}: " + prose(rng, 2)
-    pieces = [
-        Piece(
-            f"msg:t{turn}:user", "message", "conversation", user, role="user", trust="user", origin_turn=turn
-        )
-    ]
+    pieces = [Piece(user_id, kind, "conversation", user, role="user", trust="user", origin_turn=turn)]
     tool = TOOL_TURNS.get(turn)
     if tool:
         pieces.append(
@@ -97,9 +104,8 @@ def _turn_messages(rng: random.Random, turn: int) -> list[Piece]:
         if tool == "read_log":
             result = "error: unknown tool 'read_log'"
         elif tool == "get_shard_status":
-            result = "shard=pay-shard-7 state=DEGRADED p99_ms=4210 queue_depth=9120\n" + log_lines(
-                rng, 40, "shardd"
-            )
+            # The status names no shard: the user's message is the only place the fact is stated.
+            result = "state=DEGRADED p99_ms=4210 queue_depth=9120\n" + log_lines(rng, 40, "shardd")
         else:
             result = log_lines(rng, 26, "pay-api")
         pieces.append(
@@ -114,23 +120,15 @@ def _turn_messages(rng: random.Random, turn: int) -> list[Piece]:
                 origin_turn=turn,
             )
         )
-    if turn == FACT_TURN:
-        pieces.append(
-            Piece(
-                "fact:affected-shard",
-                "fact",
-                "conversation",
-                "Confirmed: the affected shard is pay-shard-7 (queue depth 9120, p99 4.2 s).",
-                role="assistant",
-                origin_turn=turn,
-            )
-        )
+    answer = prose(rng, 3)
+    if turn > RULE_TURN and turn % REPEAT_RULE_EVERY == 2:
+        answer += " As the standing rule says, tickets go under employee 4417."
     pieces.append(
         Piece(
             f"msg:t{turn}:answer",
             "message",
             "conversation",
-            prose(rng, 3),
+            answer,
             role="assistant",
             origin_turn=turn,
         )
@@ -150,49 +148,44 @@ def record() -> Recorder:
         role="system",
         trust="system",
     )
-    rule = Piece(
-        "rule:ticket-owner",
-        "rule",
+    # The agent's notes on the service: memory, which every window keeps.
+    memory = Piece(
+        "memory:oncall-notes",
         "memory",
-        "Standing rule from the user: file every ticket under employee 4417.",
+        "memory",
+        "On-call notes for pay-api: " + prose(rng, 6),
         role="user",
-        trust="user",
-        pinned=True,
-        origin_turn=RULE_TURN,
+        trust="system",
     )
-    turns: dict[int, list[Piece]] = {}
+    history: list[Piece] = []
     at = START
     for turn in range(1, 41):
         at += timedelta(minutes=7 if turn == 25 else 2, seconds=rng.randint(0, 40))  # a break before turn 25
-        turns[turn] = _turn_messages(rng, turn)
-        first_kept = max(1, turn - WINDOW_TURNS + 1)
-        excluded = [
-            {"id": piece.id, "reason": "sliding_window", "kind": piece.kind}
-            for old in range(1, first_kept)
-            for piece in turns[old]
-        ]
-        kept = [piece for number in range(first_kept, turn + 1) for piece in turns[number]]
-        memory = [rule] if turn >= RULE_TURN else []
+        pieces = _turn_messages(rng, turn)
         tool = TOOL_TURNS.get(turn)
         if tool:
             # First call: the window up to the user's message; the model asks for the tool.
-            before_tool = kept[: kept.index(turns[turn][0]) + 1]
+            history.append(pieces[0])
             recorder.call(
-                turn,
-                at,
-                [*tools, system, *memory, *before_tool],
-                excluded,
-                tool_calls=[tool],
-                output_tokens=60,
+                turn, at, *_window(tools, system, memory, history), tool_calls=[tool], output_tokens=60
             )
             at += timedelta(seconds=25)
-        answer_window = [piece for piece in kept if piece.id != f"msg:t{turn}:answer"]
+            history += pieces[1:-1]
+        else:
+            history.append(pieces[0])
         recorder.call(
             turn,
             at,
-            [*tools, system, *memory, *answer_window],
-            excluded,
+            *_window(tools, system, memory, history),
             tool_calls=["create_ticket"] if turn == 40 else [],
             output_tokens=240,
         )
+        history.append(pieces[-1])  # the answer, which the next call's window holds
     return recorder
+
+
+def _window(tools: list[Piece], system: Piece, memory: Piece, history: list[Piece]) -> tuple[list, list]:
+    """The pieces a call sends (the head and the last messages) and the messages it leaves out."""
+    kept, dropped = history[-WINDOW_MESSAGES:], history[:-WINDOW_MESSAGES]
+    excluded = [{"id": piece.id, "reason": "sliding_window", "kind": piece.kind} for piece in dropped]
+    return [*tools, system, memory, *kept], excluded

@@ -52,7 +52,7 @@ def test_from_the_runs_list_to_the_turn_40_fact(live_server, browser_page, alice
     incident = Run.objects.get(project=project, key="demo-incident-turn-40")
     # What a reviewer left on the run: a label, a note on the run, a note and a bookmark on the call where
     # the fact left the window.
-    drop = Call.objects.get(run=incident, seq=first_seq_of_turn(incident, 31))
+    drop = Call.objects.get(run=incident, seq=first_seq_of_turn(incident, 23))
     Label.objects.create(
         project=project, run=incident, name="incident", link="https://tickets.example/INC-4711"
     )
@@ -102,7 +102,7 @@ def test_from_the_runs_list_to_the_turn_40_fact(live_server, browser_page, alice
     cache = page.evaluate(TRACES, "plot-cache")
     assert cache == ["uncached", "cache write", "cache read", "expected read", "hit rate", "cache break"]
     breaks = page.evaluate("document.getElementById('plot-cache').data[5].x")
-    assert len(breaks) == 29
+    assert len(breaks) == 51
     presence = page.evaluate("document.getElementById('plot-presence').data[0]")
     assert presence["type"] == "heatmap" and "fact:affected-shard" in presence["y"]
     findings = page.evaluate(TRACES, "plot-findings")
@@ -117,7 +117,7 @@ def test_from_the_runs_list_to_the_turn_40_fact(live_server, browser_page, alice
     screenshot(page.locator("#panel-presence"), "presence")
 
     # Click the invalidation marker where the turn-19 fact left: the call, its invalidator and the diff.
-    seq = first_seq_of_turn(incident, 31)
+    seq = first_seq_of_turn(incident, 23)
     assert seq in breaks
     page.locator("#plot-cache").scroll_into_view_if_needed()
     page.mouse.click(*page.evaluate(POINT, ["plot-cache", "cache break", seq, 1]))
@@ -151,8 +151,8 @@ def test_from_the_runs_list_to_the_turn_40_fact(live_server, browser_page, alice
     settle(page)
     fact = page.locator("#gone-since-start tbody tr", has_text="fact:affected-shard")
     assert "sliding_window" in fact.inner_text()
-    assert f"call {seq} (turn 31)" in fact.inner_text()
-    assert "fact:affected-shard (left at turn 31: sliding_window)" in page.locator(".headlines").inner_text()
+    assert f"call {seq} (turn 23)" in fact.inner_text()
+    assert "fact:affected-shard (left at turn 23: sliding_window)" in page.locator(".headlines").inner_text()
     screenshot(page, "explain-turn-40")
 
     # Compare the two calls around the drop.

@@ -245,6 +245,8 @@ def test_the_openapi_description_lists_every_endpoint(client):
         "/api/v1/traces/{trace_id}",
         "/api/v1/runs/{run_id}/findings",
         "/api/v1/runs/{run_id}/items/{item_id}",
+        "/api/v1/runs/{run_id}/replay",
+        "/api/v1/runs/{run_id}/probes",
     }
 
 

@@ -49,13 +49,14 @@ def test_the_demo_sends_three_runs_that_the_api_and_the_ui_show(live_server, cli
     incident = runs["demo-incident-turn-40"]
     calls = list(Call.objects.filter(run=incident).order_by("seq"))
     assert all(call.manifest_source == "explicit" and not call.manifest_error for call in calls)
-    # The turn-19 fact is in the window from turn 19 to turn 30, then excluded by the sliding window.
+    # The turn-19 fact is in the window from turn 19 to turn 22, then excluded by the sliding window
+    # (the last 12 messages).
     with_fact = sorted(
         {call.turn for call in calls if any(i["id"] == "fact:affected-shard" for i in call.items)}
     )
-    assert with_fact == list(range(19, 31))
+    assert with_fact == list(range(19, 23))
     dropped = [call for call in calls if any(e["id"] == "fact:affected-shard" for e in call.excluded)]
-    assert dropped[0].turn == 31
+    assert dropped[0].turn == 23
     assert {e["reason"] for call in dropped for e in call.excluded if e["id"] == "fact:affected-shard"} == {
         "sliding_window"
     }
@@ -63,10 +64,14 @@ def test_the_demo_sends_three_runs_that_the_api_and_the_ui_show(live_server, cli
     read_log = [call.turn for call in calls for tool in call.tool_calls if tool["name"] == "read_log"]
     assert read_log == [33, 35, 38]
     assert all("read_log" not in call.tool_definitions for call in calls)
-    # The pinned rule from turn 2 is in every window after it.
-    assert all(
-        any(i["id"] == "rule:ticket-owner" and i.get("pinned") for i in call.items) for call in calls[3:]
+    # The standing rule of turn 2 is a user message: it leaves the window at turn 6; the agent restates
+    # its employee number every 7 turns, and the answer of turn 37 is still in the last window.
+    with_rule = sorted(
+        {call.turn for call in calls if any(i["id"] == "rule:ticket-owner" for i in call.items)}
     )
+    assert with_rule == list(range(2, 6))
+    assert "msg:t37:answer" in {i["id"] for i in calls[-1].items}
+    assert not any(i.get("pinned") for call in calls for i in call.items)
     # Usage follows the prefix-cache model: the totals add up on every call.
     assert all(call.uncached + call.cache_write + call.cache_read == call.prompt_total for call in calls)
 
@@ -99,9 +104,10 @@ def test_the_analyses_find_what_each_story_tells(live_server, client, project, k
     # The first call of each turn (later assignments win: the calls go from last to first).
     seq_of_turn = {call.turn: call.seq for call in Call.objects.filter(run=incident).order_by("-seq")}
     found = findings(incident)
-    # The turn-19 fact leaves the window at turn 31's first call, excluded by the sliding window.
-    [fact] = [row for row in found if row[1] == "fact_dropped"]
-    assert fact[:3] == (seq_of_turn[31], "fact_dropped", "fact:affected-shard")
+    # The turn-19 fact leaves the window at turn 23's first call, the turn-2 rule at turn 5's second
+    # (its tool call and result push it out), both excluded by the sliding window.
+    dropped = {row[2]: row[0] for row in found if row[1] == "fact_dropped"}
+    assert dropped == {"rule:ticket-owner": seq_of_turn[5] + 1, "fact:affected-shard": seq_of_turn[23]}
     assert [row[0] for row in found if row[1] == "unknown_tool_called"] == [
         seq_of_turn[33],
         seq_of_turn[35],
@@ -142,7 +148,7 @@ def test_the_item_lifecycle_of_the_dropped_fact(live_server, client, project, ke
     ).json()
     turn_of = dict(Call.objects.filter(run=run).values_list("seq", "turn"))
     assert turn_of[body["first_seq"]] == 19
-    assert turn_of[body["last_seq"]] == 30
+    assert turn_of[body["last_seq"]] == 22
     assert body["left"][0]["reason"] == "sliding_window"
     response = client.get(f"/api/v1/runs/{run.id}/items/no-such-item", HTTP_AUTHORIZATION=f"Bearer {key}")
     assert response.status_code == 404

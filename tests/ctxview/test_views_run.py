@@ -45,7 +45,7 @@ def test_the_overview_shows_the_kpis_and_loads_each_panel_lazily(viewer_client, 
     response = viewer_client.get(f"/runs/{inspect.incident.id}/")
     assert response.status_code == 200
     body = response.content.decode()
-    for text in ("12,014", "511,852", "67%", "$0.8965", "Explain turn", "Compare call", "Idle"):
+    for text in ("7,410", "341,135", "68%", "$0.6420", "Explain turn", "Compare call", "Idle"):
         assert text in body, text
     for slug in ("composition", "cache", "findings", "presence", "calls"):
         assert f'hx-get="/runs/{inspect.incident.id}/panels/{slug}"' in body
@@ -88,7 +88,7 @@ def test_the_cache_panel_marks_every_break_with_a_link_to_its_call(viewer_client
     broken = Call.objects.filter(run=inspect.incident, analysis__cache__broke=True).order_by("seq")
     assert breaks["x"] == [call.seq for call in broken]
     assert breaks["customdata"] == [f"/calls/{call.id}/" for call in broken]
-    assert b"29 cache breaks" in response.content
+    assert b"51 cache breaks" in response.content
 
 
 def test_the_cache_panel_sums_the_breaks_by_cause_and_pages_every_break(viewer_client, inspect):
@@ -132,7 +132,7 @@ def test_the_findings_panel_explains_each_type(viewer_client, inspect):
     assert "Keep standing facts and rules in a pinned block" in body
     assert "read_log" in body  # the unknown tool, from the evidence
     data = figure(response, "fig-findings")
-    assert {trace["name"] for trace in data["data"]} == {"warning", "info", "occurrence"}
+    assert {trace["name"] for trace in data["data"]} == {"warning", "occurrence"}
 
 
 def test_the_findings_panel_counts_every_cache_break_as_an_occurrence(viewer_client, inspect):
@@ -276,7 +276,7 @@ def test_the_header_is_its_own_htmx_region_and_shows_what_was_just_added(viewer_
     viewer_client.post(f"{review}/unbookmark", {"call_seq": "4"})
     viewer_client.post(f"{review}/delete_note", {"note_id": Note.objects.get(run=run).id})
     data = figure(viewer_client.get(f"/runs/{run.id}/panels/findings"), "fig-findings")
-    assert {trace["name"] for trace in data["data"]} == {"warning", "info", "occurrence"}
+    assert {trace["name"] for trace in data["data"]} == {"warning", "occurrence"}
     assert "0 notes · 0 bookmarks" in viewer_client.get(url).content.decode()
 
 
@@ -287,7 +287,7 @@ def test_the_findings_timeline_draws_notes_and_bookmarks_at_their_calls(viewer_c
     body = response.content.decode()
     data = figure(response, "fig-findings")
     traces = {trace["name"]: trace for trace in data["data"]}
-    assert set(traces) == {"warning", "info", "occurrence", "note", "bookmark"}
+    assert set(traces) == {"warning", "occurrence", "note", "bookmark"}
     assert data["layout"]["yaxis"]["categoryarray"][-2:] == ["bookmarks", "notes"]
     notes, bookmarks = traces["note"], traces["bookmark"]
     calls = marks["calls"]
@@ -405,9 +405,9 @@ def test_explain_turn_40_reports_the_turn_19_fact_dropped_by_the_sliding_window(
     assert response.status_code == 200
     result = response.context["result"]
     [fact] = [entry for entry in result["gone_important"] if entry["id"] == "fact:affected-shard"]
-    assert (fact["reason"], fact["last_turn"], fact["left_turn"]) == ("sliding_window", 30, 31)
-    assert fact["left_seq"] == seq_of_turn(run, 31)
-    assert "fact:affected-shard (left at turn 31: sliding_window)" in result["headlines"][0]
+    assert (fact["reason"], fact["last_turn"], fact["left_turn"]) == ("sliding_window", 22, 23)
+    assert fact["left_seq"] == seq_of_turn(run, 23)
+    assert "fact:affected-shard (left at turn 23: sliding_window)" in " ".join(result["headlines"])
     body = response.content.decode()
     assert "Gone since the start" in body and "it fell out of the sliding window of recent turns" in body
     assert result["pinned_missing"] == [] and [row["bucket"] for row in result["buckets"]][:2] == [
@@ -457,13 +457,13 @@ def test_explain_of_another_projects_run_is_a_404(stranger_client, inspect):
 
 def test_compare_two_calls(viewer_client, inspect):
     run = inspect.incident
-    a, b = seq_of_turn(run, 30, last=True), seq_of_turn(run, 31)
+    a, b = seq_of_turn(run, 22, last=True), seq_of_turn(run, 23)
     response = viewer_client.get(f"/runs/{run.id}/compare?a={a}&b={b}")
     assert response.status_code == 200
     result = response.context["result"]
     removed = {row["id"]: row["reason"] for row in result["removed"]}
     assert removed["fact:affected-shard"] == "sliding_window"
-    assert "msg:t31:user" in {row["id"] for row in result["added"]}
+    assert "msg:t23:user" in {row["id"] for row in result["added"]}
     assert result["shared_prefix"] >= 14
     assert {row["bucket"] for row in result["buckets"]} >= {"system", "tools", "conversation"}
 
@@ -518,8 +518,8 @@ def test_the_item_page_tells_the_facts_life(viewer_client, inspect):
     response = viewer_client.get(f"/runs/{run.id}/item?id=fact:affected-shard")
     assert response.status_code == 200
     result = response.context["result"]
-    assert (result["first_turn"], result["last_turn"]) == (19, 30)
-    assert result["left"][0]["reason"] == "sliding_window" and result["left"][0]["turn"] == 31
+    assert (result["first_turn"], result["last_turn"]) == (19, 22)
+    assert result["left"][0]["reason"] == "sliding_window" and result["left"][0]["turn"] == 23
     assert [trace["name"] for trace in figure(response, "fig-item")["data"]] == ["verbatim", "excluded"]
     assert b"Confirmed: the affected shard is pay-shard-7" in response.content
     shown = [{k: v for k, v in f.items() if k != "help"} for f in response.context["findings"]]

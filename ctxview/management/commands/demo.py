@@ -15,6 +15,7 @@ from django.db import transaction
 
 from ctxview import demo
 from ctxview.demo import cli
+from ctxview.models import Probe
 from ingest.keys import create_key
 from ingest.models import IngestKey, Membership, Project, Run
 
@@ -71,6 +72,7 @@ class Command(BaseCommand):
             self._wait_until_up(url, server)
             self._wait_until_listening(grpc_target, grpc_server)
             self._send(url, key, skip)
+            self._add_probes()
             if taken:
                 self.stdout.write(f"port {grpc_port} is taken: OTLP/gRPC listens on {grpc_target} instead")
             self._print_welcome(url, grpc_target, key)
@@ -132,6 +134,22 @@ class Command(BaseCommand):
             self.stdout.write(f"sent the demo run {run_id}: {calls} calls")
         for session, exports in cli.send(url, key, skip).items():
             self.stdout.write(f"sent the coding CLI recording {session}: {exports} OTLP exports")
+
+    def _add_probes(self, wait_s: float = 30) -> None:
+        """The texts each story follows through its replay (besides its facts and rules), once its run
+        is stored (the server stores a batch after answering it)."""
+        deadline = time.monotonic() + wait_s
+        for story in demo.STORIES:
+            texts = getattr(story, "PROBE_TEXTS", ())
+            run = None
+            while texts and run is None and time.monotonic() < deadline:
+                run = Run.objects.filter(project__slug=DEMO_PROJECT, key=story.RUN_ID).first()
+                if run is None:
+                    time.sleep(0.5)
+            for text in texts if run is not None else ():
+                Probe.objects.get_or_create(
+                    run=run, kind="text", value=text, defaults={"project": run.project}
+                )
 
     def _print_welcome(self, url: str, grpc_target: str, key: str) -> None:
         database = settings.DATABASES["default"]["NAME"]

@@ -1,0 +1,116 @@
+"""The replay and the probes of a run through the API.
+
+``GET /api/v1/runs/{id}/replay?policies=recorded,full,sliding_window:12&at_turn=40``: each policy's
+billed input, cache figures, cost, breaks, peak window and probes at the query turn (anyone who may
+read the run). ``/api/v1/runs/{id}/probes``: the run's probes (GET), a new one (POST, editors) or one
+removed (DELETE ``?id=``, editors).
+"""
+
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from ctxcore.replay import DEFAULT_POLICIES, BadPolicy, TooMuchWork, parse_list
+from ctxview.api import BadParameter, _get_run, _int_param, api_view, error
+from ctxview.models import Probe
+from ctxview.replay import MAX_PROBES, ProbeError, clean_probe, last_turn, replay_run, run_calls, run_probes
+from ctxview.review_api import _body, _readable_run, _require_role, review_view
+from ctxview.writes import Refused
+from ingest.models import Membership, Project
+
+# What the API gives of each policy (the per-call rows only when asked: a long run has many).
+SUMMARY_FIELDS = (
+    "policy",
+    "calls",
+    "billed_input",
+    "cache_read",
+    "cache_write",
+    "uncached",
+    "output",
+    "cost_usd",
+    "unpriced_calls",
+    "cache_hit_rate",
+    "cache_breaks",
+    "tokens_rewritten",
+    "breaks_by_cause",
+    "peak_window",
+    "probes",
+)
+
+
+def policies_param(request: HttpRequest) -> list:
+    text = request.GET.get("policies") or ",".join(DEFAULT_POLICIES)
+    try:
+        return parse_list(text)
+    except BadPolicy as exc:
+        raise BadParameter(f"policies: {exc}") from None
+
+
+@api_view
+def run_replay(request: HttpRequest, projects: QuerySet[Project], run_id: int) -> JsonResponse:
+    """The run replayed under each policy asked for, with its probes at the query turn."""
+    run = _get_run(projects, run_id)
+    if run is None:
+        return error("no such run", 404)
+    policies = policies_param(request)
+    calls = run_calls(run)
+    if not calls:
+        return error("the run has no numbered calls to replay yet", 409)
+    last = last_turn(calls)
+    at_turn = _int_param(request, "at_turn", last, 1, last)
+    with_calls = request.GET.get("calls") in ("1", "true")
+    try:
+        result = replay_run(run, policies, at_turn, calls)
+    except TooMuchWork as exc:
+        raise BadParameter(str(exc)) from None
+    return JsonResponse(
+        {
+            "run_id": run.id,
+            "at_turn": result["at_turn"],
+            "query_seq": result["query_seq"],
+            "last_turn": result["last_turn"],
+            "content": result["content"],
+            "cheapest_keeping_all": result["cheapest_keeping_all"],
+            "probes": result["probe_definitions"],
+            "policies": [
+                {
+                    **{name: entry[name] for name in SUMMARY_FIELDS},
+                    **({"per_call": entry["per_call"]} if with_calls else {}),
+                }
+                for entry in result["policies"]
+            ],
+        }
+    )
+
+
+@review_view(["GET", "POST", "DELETE"])
+def run_probes_view(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The run's probes (GET); add one (POST ``{"kind", "value"}``); remove one (DELETE ``?id=``)."""
+    run = _readable_run(request, run_id)
+    if request.method == "GET":
+        return JsonResponse({"probes": run_probes(run, run_calls(run))})
+    _require_role(request, run.project, Membership.Role.EDITOR)
+    if request.method == "DELETE":
+        try:
+            probe_id = int(request.GET.get("id") or "")
+        except ValueError:
+            raise Refused("id must be the number of a probe of this run", 400) from None
+        deleted, _ = Probe.objects.filter(run=run, id=probe_id).delete()
+        if not deleted:
+            raise Refused("no such probe on this run", 404)
+        return HttpResponse(status=204)
+    data = _body(request, limit=10_000)
+    try:
+        kind, value = clean_probe(data.get("kind"), data.get("value"))
+    except ProbeError as exc:
+        raise Refused(str(exc), 400) from None
+    if Probe.objects.filter(run=run).count() >= MAX_PROBES:
+        raise Refused(f"a run has at most {MAX_PROBES} probes", 400)
+    try:
+        with transaction.atomic():
+            probe = Probe.objects.create(
+                project=run.project, run=run, kind=kind, value=value, created_by=request.user
+            )
+    except IntegrityError:
+        raise Refused("this probe is already on the run", 409) from None
+    return JsonResponse(probe.to_dict(), status=201)

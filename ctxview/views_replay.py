@@ -1,0 +1,153 @@
+"""The Replay page of a run: each context policy's billed input, cost, cache and probes, side by side;
+a chart per turn; one policy's window at one call; and the probes people follow (add, remove)."""
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from ctxcore.replay import DEFAULT_POLICIES, BadPolicy, TooMuchWork, parse, parse_list
+from ctxcore.replay.policies import is_replayed
+from ctxview.access import get_run_for_user, has_role
+from ctxview.models import Probe
+from ctxview.params import BadParameter, int_param
+from ctxview.replay import MAX_PROBES, ProbeError, clean_probe, last_turn, replay_run, run_calls
+from ctxview.shapes.plot import base_layout, config, plot_text
+from ctxview.views_common import bad_request, render_page, ui_view
+from ingest.models import Membership
+
+BOUNDED_DEFAULTS = ("recorded", "sliding_window:12", "user_verbatim:4")
+PALETTE = ("#1d2330", "#2f5bd3", "#c0392b", "#1e8449", "#b9770e", "#7d3c98", "#117a65", "#7f8c8d")
+
+
+def _per_turn(entry: dict, key: str, how: str) -> tuple[list[int], list]:
+    """A policy's per-call figure per turn: the turn's last call ("last") or the turn's sum ("sum")."""
+    turns: dict[int, float] = {}
+    for row in entry["per_call"]:
+        value = row[key] or 0
+        turns[row["turn"]] = turns.get(row["turn"], 0) + value if how == "sum" else value
+    ordered = sorted(turns)
+    return ordered, [round(turns[turn], 6) for turn in ordered]
+
+
+def _figure(policies: list[dict], key: str, how: str, title: str) -> dict:
+    data = []
+    for index, entry in enumerate(policies):
+        turns, values = _per_turn(entry, key, how)
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": plot_text(entry["policy"]),
+                "x": turns,
+                "y": values,
+                "line": {"color": PALETTE[index % len(PALETTE)], "width": 1.5},
+                "hovertemplate": f"turn %{{x}}: %{{y:,}}<extra>{plot_text(entry['policy'])}</extra>",
+            }
+        )
+    layout = base_layout()
+    layout["xaxis"] = {"title": {"text": "turn"}}
+    layout["yaxis"] = {"title": {"text": title}}
+    layout["hovermode"] = "x unified"
+    return {"data": data, "layout": layout, "config": config()}
+
+
+def _window_rows(window) -> list[dict]:
+    return [
+        {
+            "id": slot.item.id,
+            "kind": slot.item.kind,
+            "bucket": slot.item.bucket,
+            "tokens": slot.item.tokens,
+            "how": "summary (unknown contents)"
+            if not slot.known
+            else "stub"
+            if slot.replaces
+            else slot.item.mode,
+            "made": is_replayed(slot.item),
+            "replaces": len(slot.replaces),
+        }
+        for slot in window
+    ]
+
+
+@ui_view
+def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_run_for_user(request.user, run_id)
+    text = (request.GET.get("policies") or "").strip() or ",".join(DEFAULT_POLICIES)
+    try:
+        policies = parse_list(text)
+        shown = parse(request.GET["policy"]) if request.GET.get("policy") else None
+    except BadPolicy as exc:
+        raise BadParameter(str(exc)) from None
+    calls = run_calls(run)
+    if not calls:
+        raise BadParameter("this run has no numbered calls to replay yet")
+    last = last_turn(calls)
+    at_turn = int_param(request.GET, "at_turn", last, 1, last)
+    seq = int_param(request.GET, "seq", calls[-1].seq, 1, calls[-1].seq) if shown else None
+    # The recorded policy first, as the page's reference row.
+    policies.sort(key=lambda policy: policy.spec != "recorded")
+    policies_text = ",".join(policy.spec for policy in policies)
+    if shown and shown.spec not in [policy.spec for policy in policies]:
+        policies.append(shown)
+    note = None
+    try:
+        result = replay_run(run, policies, at_turn, calls, keep_windows=[seq] if seq else [])
+    except TooMuchWork as exc:
+        if request.GET.get("policies") or shown:
+            raise BadParameter(str(exc)) from None
+        # The default list on a long run: the full-history policies would take minutes; keep the rest.
+        policies = [policy for policy in policies if policy.spec in BOUNDED_DEFAULTS]
+        policies_text = ",".join(policy.spec for policy in policies)
+        note = f"{exc}. Shown: the default policies with a bounded window."
+        result = replay_run(run, policies, at_turn, calls)
+    by_spec = {entry["policy"]: entry for entry in result["policies"]}
+    window = by_spec[shown.spec]["windows"].get(seq) if shown else None
+    call_ids = dict(run.calls.filter(seq__isnull=False).values_list("seq", "id"))
+    context = {
+        "run": run,
+        "project": run.project,
+        "title": f"Replay · Run {run.key}",
+        "policies_text": policies_text,
+        "result": result,
+        "rows": result["policies"],
+        "reference": by_spec.get("recorded"),
+        "probes": result["probe_definitions"],
+        "fig_window": _figure(result["policies"], "window", "last", "window tokens (turn's last call)"),
+        "fig_cost": _figure(result["policies"], "cost_usd", "sum", "cost per turn (USD)"),
+        "shown": shown.spec if shown else None,
+        "seq": seq,
+        "window": _window_rows(window) if window is not None else None,
+        "call_id": call_ids.get(seq),
+        "can_edit": has_role(request.user, run.project, Membership.Role.EDITOR),
+        "max_probes": MAX_PROBES,
+        "note": note,
+    }
+    return render_page(request, "ctxview/replay.html", context, regions=("page", "window"))
+
+
+@require_POST
+@login_required
+def replay_probes(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Add a probe (``kind``, ``value``) or remove one (``delete``: its id), then back to the page."""
+    run = get_run_for_user(request.user, run_id)
+    if not has_role(request.user, run.project, Membership.Role.EDITOR):
+        return bad_request(request, f"adding probes needs the editor role in project {run.project.slug}")
+    back = reverse("cv-replay", args=[run.id])
+    if request.POST.get("delete"):
+        Probe.objects.filter(
+            run=run, id=request.POST["delete"] if request.POST["delete"].isdigit() else 0
+        ).delete()
+        return redirect(back)
+    try:
+        kind, value = clean_probe(request.POST.get("kind"), request.POST.get("value"))
+    except ProbeError as exc:
+        return bad_request(request, str(exc))
+    if Probe.objects.filter(run=run).count() >= MAX_PROBES:
+        return bad_request(request, f"a run has at most {MAX_PROBES} probes")
+    Probe.objects.get_or_create(
+        run=run, kind=kind, value=value, defaults={"project": run.project, "created_by": request.user}
+    )
+    return redirect(back)

@@ -1,0 +1,147 @@
+"""The Replay page: the policies table, charts, one policy's window, and the probes form."""
+
+import json
+import re
+
+import pytest
+from django.test import Client
+
+from ctxview.models import Probe
+from ingest.models import Membership
+from tests import factories
+from tests.ctxview import ui_data, ui_fixtures
+
+inspect = ui_fixtures.inspect
+stranger_client = ui_fixtures.stranger_client
+viewer_client = ui_fixtures.viewer_client
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def figure(response, name: str) -> dict:
+    match = re.search(
+        rf'<script id="{name}" type="application/json">(.*?)</script>', response.content.decode(), re.S
+    )
+    assert match, f"no {name} in the response"
+    return json.loads(match.group(1))
+
+
+def test_the_page_lists_the_policies_recorded_first_and_marks_the_cheapest_keeping_every_probe(
+    viewer_client, inspect
+):
+    run = inspect.incident
+    response = viewer_client.get(
+        f"/runs/{run.id}/replay?policies=full,sliding_window:12,recorded,user_verbatim:4"
+    )
+    assert response.status_code == 200
+    rows = response.context["rows"]
+    assert [row["policy"] for row in rows] == ["recorded", "full", "sliding_window:12", "user_verbatim:4"]
+    body = response.content.decode()
+    best = re.search(r'<tr class="best-row" data-policy="([^"]+)"', body)
+    assert best and best.group(1) == response.context["result"]["cheapest_keeping_all"] == "user_verbatim:4"
+    assert "cheapest keeping every probe" in body
+    for probe in ("fact:affected-shard", "rule:ticket-owner"):
+        assert f'title="item probe">{probe}</th>' in body
+    window = figure(response, "fig-replay-window")
+    assert [trace["name"] for trace in window["data"]] == [row["policy"] for row in rows]
+    assert window["data"][0]["x"] == list(range(1, 41))
+    cost = figure(response, "fig-replay-cost")
+    assert sum(cost["data"][1]["y"]) == pytest.approx(rows[1]["cost_usd"], abs=1e-4)
+
+
+def test_a_policys_window_at_a_call_through_htmx(viewer_client, inspect):
+    run = inspect.incident
+    url = f"/runs/{run.id}/replay?policies=recorded,elide:4&policy=elide:4&seq=40"
+    response = viewer_client.get(url, **HTMX, HTTP_HX_TARGET="window")
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "<html" not in body and body.lstrip().startswith('<section class="card" id="window">')
+    stubs = re.findall(r'<tr class="warn-row">(.*?)</tr>', body, re.S)
+    assert stubs and all('<td class="num">12</td><td>stub <span' in row for row in stubs)
+    assert "Window of <code>elide:4</code> at call 40" in body and "the recorded call 40" in body
+
+
+def test_bad_input_is_a_400_that_says_why(viewer_client, inspect):
+    run = inspect.incident
+    for query, message in (
+        ("policies=window:3", "unknown policy &#x27;window&#x27;"),
+        ("at_turn=99", "at_turn must be between 1 and 40"),
+        ("policy=full&seq=0", "seq must be between 1 and 57"),
+    ):
+        response = viewer_client.get(f"/runs/{run.id}/replay?{query}")
+        assert response.status_code == 400 and message in response.content.decode(), query
+
+
+def test_another_projects_run_is_a_404(stranger_client, inspect):
+    assert stranger_client.get(f"/runs/{inspect.incident.id}/replay").status_code == 404
+
+
+def test_the_run_page_links_to_its_replay(viewer_client, inspect):
+    body = viewer_client.get(f"/runs/{inspect.incident.id}/").content.decode()
+    assert f'href="/runs/{inspect.incident.id}/replay"' in body
+
+
+def test_an_editor_adds_and_removes_a_probe_from_the_page(viewer_client, inspect):
+    run = inspect.incident
+    url = f"/runs/{run.id}/replay/probes"
+    response = viewer_client.post(url, {"kind": "text", "value": "employee 4417"})
+    assert response.status_code == 302 and response["Location"] == f"/runs/{run.id}/replay"
+    page = viewer_client.get(f"/runs/{run.id}/replay?policies=sliding_window:12").content.decode()
+    assert 'title="text probe">employee 4417</th>' in page
+    probe = Probe.objects.get(run=run)
+    assert viewer_client.post(url, {"delete": str(probe.id)}).status_code == 302
+    assert not Probe.objects.filter(run=run).exists()
+    bad = viewer_client.post(url, {"kind": "regex", "value": "(["})
+    assert bad.status_code == 400 and "not a valid regular expression" in bad.content.decode()
+
+
+def test_a_viewer_cannot_add_probes_from_the_page(inspect, db):
+    reader = factories.user("reader")
+    Membership.objects.create(project=inspect.project, user=reader, role=Membership.Role.VIEWER)
+    client = Client()
+    client.force_login(reader)
+    page = client.get(f"/runs/{inspect.incident.id}/replay").content.decode()
+    assert "Add probe" not in page
+    response = client.post(f"/runs/{inspect.incident.id}/replay/probes", {"kind": "text", "value": "x"})
+    assert response.status_code == 400 and not Probe.objects.exists()
+
+
+def test_trace_content_stays_text_on_the_page(viewer_client, inspect):
+    run = inspect.hostile
+    response = viewer_client.get(f"/runs/{run.id}/replay?policy=full&seq=2")
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert response.context["window"]  # the hostile items are listed...
+    assert ui_data.SCRIPT not in body and ui_data.IMG not in body  # ...as text
+
+
+def test_explain_this_turn_says_where_each_probe_is(viewer_client, inspect):
+    run = inspect.incident
+    late = viewer_client.get(f"/runs/{run.id}/explain?turn=40")
+    probes = {probe["probe"]: probe for probe in late.context["probes"]}
+    fact = probes["fact:affected-shard"]
+    left = run.calls.filter(turn=23).order_by("seq").first().seq
+    assert (fact["how"], fact["left_at_call"], fact["left_reason"]) == ("absent", left, "sliding_window")
+    assert 'id="probes-at-turn"' in late.content.decode()
+    early = viewer_client.get(f"/runs/{run.id}/explain?turn=20")
+    assert {probe["probe"]: probe["how"] for probe in early.context["probes"]}["fact:affected-shard"] == (
+        "verbatim"
+    )
+
+
+def test_on_a_run_too_long_for_every_default_policy_the_page_keeps_the_bounded_ones(
+    viewer_client, inspect, monkeypatch
+):
+    from ctxview import replay
+
+    monkeypatch.setattr(replay, "MAX_REPLAYED_ITEMS", 6000)
+    response = viewer_client.get(f"/runs/{inspect.incident.id}/replay")
+    assert response.status_code == 200
+    assert [row["policy"] for row in response.context["rows"]] == [
+        "recorded",
+        "sliding_window:12",
+        "user_verbatim:4",
+    ]
+    assert "more than 6,000 window items" in response.content.decode()
+    asked = viewer_client.get(f"/runs/{inspect.incident.id}/replay?policies=full,pin_end,elide:4")
+    assert asked.status_code == 400 and "more than 6,000 window items" in asked.content.decode()
