@@ -15,7 +15,7 @@ from ctxcore.analysis import CallInput
 from ctxcore.replay import Policy, Probe, cheapest_keeping_all, parse, replay, standing_probes, text_hits
 from ctxcore.replay.probes import MAX_PROBE_LENGTH, PROBE_KINDS
 from ctxview.models import Probe as ProbeRow
-from ingest.analyse import config_for
+from ingest.analyse import call_input, config_for
 from ingest.models import Content, Run
 
 MAX_PROBES = 20
@@ -53,27 +53,11 @@ def run_calls(run: Run) -> list[CallInput]:
     """The run's numbered calls in order, as the analyses read them (without content)."""
     fields = (
         "seq turn start_ns end_ns request_model response_model provider uncached cache_write cache_read "
-        "output reasoning prompt_total usage_raw items excluded manifest_source"
+        "output reasoning prompt_total usage_raw items excluded manifest_source budget tool_calls "
+        "tool_definitions agent_name"
     ).split()
     calls = run.calls.filter(seq__isnull=False).order_by("seq").only(*fields)
-    return [
-        CallInput.from_dict(
-            {
-                "seq": call.seq,
-                "turn": call.turn,
-                "start_ns": call.start_ns,
-                "end_ns": call.end_ns,
-                "model": call.model,
-                "provider": call.provider,
-                "usage": call.usage_dict(),
-                "usage_raw": call.usage_raw,
-                "items": call.items,
-                "excluded": call.excluded,
-                "manifest_source": call.manifest_source,
-            }
-        )
-        for call in calls
-    ]
+    return [call_input(call) for call in calls]
 
 
 def run_probes(run: Run, calls: Sequence[CallInput]) -> list[dict]:

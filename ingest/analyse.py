@@ -65,7 +65,8 @@ def _start(run: Run) -> tuple[int, dict]:
     return checkpoint.seq, unpack(checkpoint.state)
 
 
-def _input(call: Call, contents: dict[str, str]) -> CallInput:
+def call_input(call: Call, contents: dict[str, str] | None = None) -> CallInput:
+    """What the analyses read of a stored call (``contents``: hash -> text, where needed)."""
     return CallInput.from_dict(
         {
             "seq": call.seq,
@@ -82,7 +83,7 @@ def _input(call: Call, contents: dict[str, str]) -> CallInput:
             "budget": call.budget,
             "tool_calls": call.tool_calls,
             "tool_definitions": call.tool_definitions,
-            "contents": contents,
+            "contents": contents or {},
             "agent": call.agent_name or None,
         }
     )
@@ -220,7 +221,7 @@ def _analyse_chunk(
 ) -> dict:
     """Analyse ``chunk`` (consecutive calls after ``state``), setting each call's ``analysis`` and
     storing its findings and checkpoints; returns the state after the chunk."""
-    inputs = [_input(call, {}) for call in chunk]
+    inputs = [call_input(call, {}) for call in chunk]
     # Prefetch what the chunk will most likely need (what changes from an agent's call to its next), in
     # one query.
     likely: set[str] = set()
@@ -228,7 +229,7 @@ def _analyse_chunk(
     for recent in state.get("recent", []):
         before.setdefault(recent.get("agent"), []).append({entry[1] for entry in recent["items"]})
     if previous:
-        before.setdefault(_input(previous, {}).agent, []).append(_hashes(previous))
+        before.setdefault(call_input(previous, {}).agent, []).append(_hashes(previous))
     for call, entry in zip(chunk, inputs, strict=True):
         mine = _hashes(call)
         for reference in before.get(entry.agent, []):
