@@ -57,7 +57,9 @@ def run_replay(request: HttpRequest, projects: QuerySet[Project], run_id: int) -
     if not calls:
         return error("the run has no numbered calls to replay yet", 409)
     last = last_turn(calls)
-    at_turn = _int_param(request, "at_turn", last, 1, last)
+    # A turn past the run's last is read at the last (the answer says which): a client cannot know a
+    # run's turns before asking, and the schema cannot state them.
+    at_turn = min(_int_param(request, "at_turn", last, 1, 2**31 - 1), last)
     with_calls = request.GET.get("calls") in ("1", "true")
     try:
         result = replay_run(run, policies, at_turn, calls)

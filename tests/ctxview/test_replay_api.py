@@ -94,8 +94,7 @@ def test_per_call_rows_come_only_when_asked(viewer_client, inspect):
         ("policies=window:3", "policies: unknown policy 'window'"),
         ("policies=sliding_window:0", "policies: sliding_window: N must be a whole number from 1"),
         ("policies=", None),
-        ("at_turn=0", "at_turn must be between 1 and 40"),
-        ("at_turn=41", "at_turn must be between 1 and 40"),
+        ("at_turn=0", "at_turn must be between 1 and 2147483647"),
         ("at_turn=x", "at_turn must be a whole number"),
     ],
 )
@@ -258,3 +257,9 @@ def test_a_replay_past_the_item_budget_is_a_400_that_says_so(viewer_client, insp
     assert response.json()["error"].startswith(
         "replaying this run under these policies rebuilds more than 6,000"
     )
+
+
+def test_a_turn_past_the_last_is_read_at_the_last_and_the_answer_says_so(viewer_client, inspect):
+    response = _replay(viewer_client, inspect.incident, "policies=recorded&at_turn=41")
+    assert response.status_code == 200
+    assert response.json()["at_turn"] == 40
