@@ -21,11 +21,13 @@ def session_of(family: Family, signal: str, row: dict) -> str | None:
     sessions = family.sessions
     assert sessions is not None
     attributes = row["attributes"]
+    # Attribute values are untrusted: an event name may be a list or a map, which no set holds.
     if signal == "logs":
-        wanted = attributes.get("event.name") in sessions.log_events
+        event = attributes.get("event.name")
+        wanted = isinstance(event, str) and event in sessions.log_events
         key = attributes.get(sessions.log_key)
     else:
-        wanted = row["name"] in sessions.span_names
+        wanted = isinstance(row["name"], str) and row["name"] in sessions.span_names
         key = attributes.get(sessions.span_key)
     if wanted and isinstance(key, str) and key.strip():
         return key.strip()[:200]
