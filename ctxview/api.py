@@ -70,7 +70,7 @@ def api_view(view):
     return wrapper
 
 
-def _int_param(request: HttpRequest, name: str, default: int, minimum: int, maximum: int) -> int:
+def int_query(request: HttpRequest, name: str, default: int, minimum: int, maximum: int) -> int:
     value = request.GET.get(name)
     if value is None:
         return default
@@ -154,7 +154,7 @@ def _runs(projects: QuerySet[Project]) -> QuerySet[Run]:
 @api_view
 def runs(request: HttpRequest, projects: QuerySet[Project]) -> JsonResponse:
     """Runs, newest first, filterable by project, service and time; ``next`` pages on."""
-    limit = _int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    limit = int_query(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
     queryset = _runs(projects).filter(started_at__isnull=False)
     if request.GET.get("project"):
         queryset = queryset.filter(project__slug=request.GET["project"])
@@ -221,13 +221,13 @@ def _decode_cursor(cursor: str) -> tuple[datetime, int]:
         return datetime.max.replace(tzinfo=UTC), run_id
 
 
-def _get_run(projects: QuerySet[Project], run_id: int) -> Run | None:
+def get_run(projects: QuerySet[Project], run_id: int) -> Run | None:
     return _runs(projects).filter(id=run_id).first()
 
 
 @api_view
 def run_detail(request: HttpRequest, projects: QuerySet[Project], run_id: int) -> JsonResponse:
-    run = _get_run(projects, run_id)
+    run = get_run(projects, run_id)
     if run is None:
         return error("no such run", 404)
     data = agent_rows(run)
@@ -238,11 +238,11 @@ def run_detail(request: HttpRequest, projects: QuerySet[Project], run_id: int) -
 @api_view
 def run_calls(request: HttpRequest, projects: QuerySet[Project], run_id: int) -> JsonResponse:
     """The run's calls in seq order; ``next`` pages on."""
-    run = _get_run(projects, run_id)
+    run = get_run(projects, run_id)
     if run is None:
         return error("no such run", 404)
-    limit = _int_param(request, "limit", 100, 1, MAX_LIMIT)
-    after = _int_param(request, "after_seq", 0, 0, MAX_SEQ)
+    limit = int_query(request, "limit", 100, 1, MAX_LIMIT)
+    after = int_query(request, "after_seq", 0, 0, MAX_SEQ)
     page = list(run.calls.filter(seq__gt=after).order_by("seq")[: limit + 1])
     next_url = None
     if len(page) > limit:
@@ -259,7 +259,7 @@ def call_detail(request: HttpRequest, projects: QuerySet[Project], call_id: int)
         return error("no such call", 404)
     contents = None
     # Checked whether or not content is asked for: a wrong value is a mistake either way.
-    limit = _int_param(request, "content_limit", CONTENT_LIMIT, 1, MAX_CONTENT_LIMIT)
+    limit = int_query(request, "content_limit", CONTENT_LIMIT, 1, MAX_CONTENT_LIMIT)
     if request.GET.get("content", "0") not in ("0", "1", "true"):
         raise BadParameter("content must be 0, 1 or true")
     if request.GET.get("content") in ("1", "true"):
@@ -277,7 +277,7 @@ def call_detail(request: HttpRequest, projects: QuerySet[Project], call_id: int)
 @api_view
 def run_findings(request: HttpRequest, projects: QuerySet[Project], run_id: int) -> JsonResponse:
     """The run's findings in call order (run-level ones last); ``?type=`` filters."""
-    run = _get_run(projects, run_id)
+    run = get_run(projects, run_id)
     if run is None:
         return error("no such run", 404)
     findings = run.findings.all()
@@ -294,7 +294,7 @@ def item_lifecycle(
     request: HttpRequest, projects: QuerySet[Project], run_id: int, item_id: str
 ) -> JsonResponse:
     """One item across the run: where it was included, excluded, and when it left."""
-    run = _get_run(projects, run_id)
+    run = get_run(projects, run_id)
     if run is None:
         return error("no such run", 404)
     # Stored items (defaults left out) are what item_lifecycle reads, as on the item page: expanding

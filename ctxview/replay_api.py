@@ -11,10 +11,10 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from ctxcore.replay import DEFAULT_POLICIES, BadPolicy, TooMuchWork, parse_list
-from ctxview.api import BadParameter, _get_run, _int_param, api_view, error
+from ctxview.api import BadParameter, api_view, error, get_run, int_query
 from ctxview.models import Probe
 from ctxview.replay import MAX_PROBES, ProbeError, clean_probe, last_turn, replay_run, run_calls, run_probes
-from ctxview.review_api import _body, _readable_run, _require_role, review_view
+from ctxview.review_api import json_body, readable_run, require_role, review_view
 from ctxview.writes import Refused
 from ingest.models import Membership, Project
 
@@ -49,7 +49,7 @@ def policies_param(request: HttpRequest) -> list:
 @api_view
 def run_replay(request: HttpRequest, projects: QuerySet[Project], run_id: int) -> JsonResponse:
     """The run replayed under each policy asked for, with its probes at the query turn."""
-    run = _get_run(projects, run_id)
+    run = get_run(projects, run_id)
     if run is None:
         return error("no such run", 404)
     policies = policies_param(request)
@@ -59,7 +59,7 @@ def run_replay(request: HttpRequest, projects: QuerySet[Project], run_id: int) -
     last = last_turn(calls)
     # A turn past the run's last is read at the last (the answer says which): a client cannot know a
     # run's turns before asking, and the schema cannot state them.
-    at_turn = min(_int_param(request, "at_turn", last, 1, 2**31 - 1), last)
+    at_turn = min(int_query(request, "at_turn", last, 1, 2**31 - 1), last)
     with_calls = request.GET.get("calls") in ("1", "true")
     try:
         result = replay_run(run, policies, at_turn, calls)
@@ -88,10 +88,10 @@ def run_replay(request: HttpRequest, projects: QuerySet[Project], run_id: int) -
 @review_view(["GET", "POST", "DELETE"])
 def run_probes_view(request: HttpRequest, run_id: int) -> HttpResponse:
     """The run's probes (GET); add one (POST ``{"kind", "value"}``); remove one (DELETE ``?id=``)."""
-    run = _readable_run(request, run_id)
+    run = readable_run(request, run_id)
     if request.method == "GET":
         return JsonResponse({"probes": run_probes(run, run_calls(run))})
-    _require_role(request, run.project, Membership.Role.EDITOR)
+    require_role(request, run.project, Membership.Role.EDITOR)
     if request.method == "DELETE":
         try:
             probe_id = int(request.GET.get("id") or "")
@@ -101,7 +101,7 @@ def run_probes_view(request: HttpRequest, run_id: int) -> HttpResponse:
         if not deleted:
             raise Refused("no such probe on this run", 404)
         return HttpResponse(status=204)
-    data = _body(request, limit=10_000)
+    data = json_body(request, limit=10_000)
     try:
         kind, value = clean_probe(data.get("kind"), data.get("value"))
     except ProbeError as exc:

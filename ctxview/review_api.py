@@ -53,7 +53,7 @@ def review_view(methods: list[str]):
     return decorate
 
 
-def _body(request: HttpRequest, limit: int = 1_000_000) -> dict:
+def json_body(request: HttpRequest, limit: int = 1_000_000) -> dict:
     try:
         declared = int(request.headers.get("Content-Length") or 0)
     except ValueError:
@@ -90,14 +90,14 @@ def _finite(text: str) -> float:
     return number
 
 
-def _readable_run(request: HttpRequest, run_id: int) -> Run:
+def readable_run(request: HttpRequest, run_id: int) -> Run:
     run = Run.objects.filter(id=run_id, project__in=api_projects(request)).select_related("project").first()
     if run is None:
         raise Refused("no such run", 404)
     return run
 
 
-def _require_role(request: HttpRequest, project: Project, role: str) -> None:
+def require_role(request: HttpRequest, project: Project, role: str) -> None:
     if key_from_request(request) is not None or not request.user.is_authenticated:
         raise Refused(f"this needs a logged-in {role}; an ingest key can only read", 403)
     if not has_role(request.user, project, role):
@@ -110,12 +110,12 @@ def _require_role(request: HttpRequest, project: Project, role: str) -> None:
 @review_view(["GET", "POST"])
 def run_notes(request: HttpRequest, run_id: int) -> JsonResponse:
     """The run's notes (GET), or a new note on the run, one of its calls (call_seq) or items (item_id)."""
-    run = _readable_run(request, run_id)
+    run = readable_run(request, run_id)
     if request.method == "GET":
         notes = run.review_notes.select_related("author", "call").prefetch_related("revisions__editor")
         return JsonResponse({"notes": [note.to_dict() for note in notes.order_by("created_at")]})
-    _require_role(request, run.project, Membership.Role.EDITOR)
-    data = _body(request)
+    require_role(request, run.project, Membership.Role.EDITOR)
+    data = json_body(request)
     note = writes.add_note(
         run,
         request.user,
@@ -134,12 +134,12 @@ def note_detail(request: HttpRequest, note_id: int) -> HttpResponse:
     )
     if note is None:
         raise Refused("no such note", 404)
-    _require_role(request, note.project, Membership.Role.EDITOR)
+    require_role(request, note.project, Membership.Role.EDITOR)
     if request.method == "DELETE":
         writes.delete_note(note, request.user)
         return HttpResponse(status=204)
     writes.check_may_change_note(note, request.user)  # before the body: a stranger's edit is a 403
-    return JsonResponse(writes.edit_note(note, request.user, _body(request).get("body")).to_dict())
+    return JsonResponse(writes.edit_note(note, request.user, json_body(request).get("body")).to_dict())
 
 
 # --- Labels and bookmarks ------------------------------------------------------------------------
@@ -147,18 +147,18 @@ def note_detail(request: HttpRequest, note_id: int) -> HttpResponse:
 
 @review_view(["GET", "POST"])
 def run_labels(request: HttpRequest, run_id: int) -> JsonResponse:
-    run = _readable_run(request, run_id)
+    run = readable_run(request, run_id)
     if request.method == "POST":
-        _require_role(request, run.project, Membership.Role.EDITOR)
-        data = _body(request)
+        require_role(request, run.project, Membership.Role.EDITOR)
+        data = json_body(request)
         writes.add_label(run, request.user, name=data.get("name"), link=data.get("link", ""))
     return JsonResponse({"labels": [label.to_dict() for label in run.labels.order_by("name")]})
 
 
 @review_view(["DELETE"])
 def run_label(request: HttpRequest, run_id: int, name: str) -> HttpResponse:
-    run = _readable_run(request, run_id)
-    _require_role(request, run.project, Membership.Role.EDITOR)
+    run = readable_run(request, run_id)
+    require_role(request, run.project, Membership.Role.EDITOR)
     return (
         HttpResponse(status=204)
         if writes.remove_label(run, name)
@@ -173,7 +173,7 @@ def call_bookmark(request: HttpRequest, call_id: int) -> HttpResponse:
     )
     if call is None:
         raise Refused("no such call", 404)
-    _require_role(request, call.project, Membership.Role.EDITOR)
+    require_role(request, call.project, Membership.Role.EDITOR)
     writes.set_bookmark(call, request.user, on=request.method == "PUT")
     return HttpResponse(status=204)
 
@@ -183,7 +183,7 @@ def call_bookmark(request: HttpRequest, call_id: int) -> HttpResponse:
 
 @review_view(["GET"])
 def run_export(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _readable_run(request, run_id)
+    run = readable_run(request, run_id)
     response = JsonResponse(exchange.export_run(run))
     response["Content-Disposition"] = f'attachment; filename="ctxview-run-{run.id}.json"'
     return response
@@ -191,7 +191,7 @@ def run_export(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @review_view(["GET"])
 def run_calls_csv(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _readable_run(request, run_id)
+    run = readable_run(request, run_id)
     response = HttpResponse(exchange.calls_csv(run), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="ctxview-run-{run.id}-calls.csv"'
     return response
@@ -199,8 +199,8 @@ def run_calls_csv(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @review_view(["DELETE"])
 def run_delete(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _readable_run(request, run_id)
-    _require_role(request, run.project, Membership.Role.ADMIN)
+    run = readable_run(request, run_id)
+    require_role(request, run.project, Membership.Role.ADMIN)
     return JsonResponse({"deleted": writes.delete_run(run)})
 
 
@@ -224,11 +224,11 @@ def project_import(request: HttpRequest, slug: str) -> JsonResponse:
     """Import a run export into the project: an admin's session, or the project's ingest key."""
     project = _project(request, slug)
     if key_from_request(request) is None:
-        _require_role(request, project, Membership.Role.ADMIN)
+        require_role(request, project, Membership.Role.ADMIN)
     try:
         run = exchange.import_run(
             project,
-            _body(request, limit=MAX_IMPORT_BYTES),
+            json_body(request, limit=MAX_IMPORT_BYTES),
             user=request.user if request.user.is_authenticated else None,
         )
     except exchange.AlreadyImported as exc:
@@ -243,8 +243,8 @@ def project_policy(request: HttpRequest, slug: str) -> JsonResponse:
     """The project's data policy: retention, raw-batch retention, hash-only mode, redaction patterns."""
     project = _project(request, slug)
     if request.method == "PATCH":
-        _require_role(request, project, Membership.Role.ADMIN)
-        data = _body(request)
+        require_role(request, project, Membership.Role.ADMIN)
+        data = json_body(request)
         writes.update_policy(project, {name: data[name] for name in writes.POLICY_FIELDS if name in data})
     return JsonResponse(
         {
@@ -268,8 +268,8 @@ def project_prices(request: HttpRequest, slug: str) -> JsonResponse:
     PUT replaces the project's own prices (an admin) and analyses every run of the project again."""
     project = _project(request, slug)
     if request.method == "PUT":
-        _require_role(request, project, Membership.Role.ADMIN)
-        writes.set_prices(project, _body(request).get("prices"))
+        require_role(request, project, Membership.Role.ADMIN)
+        writes.set_prices(project, json_body(request).get("prices"))
     table = config_for(project).prices
     return JsonResponse(
         {"prices": [{"model": model, **price.to_dict()} for model, price in sorted(table.items())]}

@@ -48,7 +48,7 @@ class UntrustedInputMiddleware:
     """A 400 for a path, query parameter or form field PostgreSQL cannot store (NUL, a lone surrogate).
 
     One place instead of a check in every view: without it each such value reached the database and came
-    back as a 500. JSON bodies are checked where they are parsed (review_api._body), with the same rule.
+    back as a 500. JSON bodies are checked where they are parsed (review_api.json_body), with the same rule.
     The OTLP receiver (/v1/) cleans what it decodes itself.
     """
 
