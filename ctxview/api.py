@@ -7,20 +7,19 @@ from datetime import UTC, datetime, timedelta
 from functools import wraps
 from pathlib import Path
 
-from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
-from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET
 
 from ctxcore import analysis, catalogue
 from ctxview.access import NotAuthenticated, api_projects
 from ctxview.panels import agents as agents_panel
-from ctxview.queries import agent_groups, agent_rows, finding_counts, prices_of, started_between
-from ctxview.search import ITEM_FILTERS, runs_with_item
-from ctxview.shapes.runs import label_filter
-from ingest.models import Call, Content, Finding, Project, Run, Span
+from ctxview.params import BadParameter, int_param, time_param
+from ctxview.queries import agent_groups, agent_rows, finding_counts, prices_of
+from ctxview.search import search_runs
+from ctxview.shapes.runs import search_terms
+from ingest.models import Call, Content, Project, Run, Span
 
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 DEFAULT_LIMIT = 50
@@ -42,10 +41,6 @@ def _with_catalogue_enums(document: dict) -> dict:
 
 
 OPENAPI = _with_catalogue_enums(json.loads((Path(__file__).parent / "openapi.json").read_text()))
-
-
-class BadParameter(Exception):
-    pass
 
 
 def error(message: str, status: int) -> JsonResponse:
@@ -71,35 +66,8 @@ def api_view(view):
 
 
 def int_query(request: HttpRequest, name: str, default: int, minimum: int, maximum: int) -> int:
-    value = request.GET.get(name)
-    if value is None:
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        raise BadParameter(f"{name} must be a whole number") from None
-    if not minimum <= number <= maximum:
-        raise BadParameter(f"{name} must be between {minimum} and {maximum}")
-    return number
-
-
-def _time_param(request: HttpRequest, name: str) -> datetime | None:
-    value = request.GET.get(name)
-    if value is None:
-        return None  # absent; present but empty is no date-time (the schema's format), so a 400 below
-    try:
-        parsed = parse_datetime(value)
-    except ValueError:
-        parsed = None
-    if parsed is not None and parsed.tzinfo is not None:
-        try:
-            # In UTC: PostgreSQL refuses UTC offsets beyond 15:59, which ISO 8601 allows.
-            return parsed.astimezone(UTC)
-        except OverflowError:  # year 1 or 9999 pushed past Python's range by its offset: the range's end
-            return datetime.min.replace(tzinfo=UTC) if parsed.year == 1 else datetime.max.replace(tzinfo=UTC)
-    raise BadParameter(
-        f"{name} must be an ISO 8601 date and time with a time zone, e.g. 2026-11-30T09:00:00Z"
-    )
+    """A whole number of the query string (present but empty is no number: a 400)."""
+    return int_param(request.GET, name, default, minimum, maximum, blank_is_default=False)
 
 
 def _next_url(request: HttpRequest, **params) -> str:
@@ -153,15 +121,14 @@ def _runs(projects: QuerySet[Project]) -> QuerySet[Run]:
 
 @api_view
 def runs(request: HttpRequest, projects: QuerySet[Project]) -> JsonResponse:
-    """Runs, newest first, filterable by project, service and time; ``next`` pages on."""
+    """Runs, newest first, searched as on the runs page (``ctxview.search``); ``next`` pages on."""
     limit = int_query(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-    queryset = _runs(projects).filter(started_at__isnull=False)
     if request.GET.get("project"):
-        queryset = queryset.filter(project__slug=request.GET["project"])
-    if request.GET.get("service"):
-        queryset = queryset.filter(service_name=request.GET["service"])
-    queryset = started_between(queryset, _time_param(request, "since"), _time_param(request, "until"))
-    queryset = _search(queryset, request)
+        projects = projects.filter(slug=request.GET["project"])
+    terms = search_terms(request.GET)
+    for name in ("since", "until"):
+        terms[name] = time_param(request.GET, name, zone_required=True)
+    queryset = search_runs(projects.values("id"), terms).select_related("project")
     if cursor := request.GET.get("cursor"):
         started_at, run_id = _decode_cursor(cursor)
         queryset = queryset.filter(started_at__lte=started_at).exclude(started_at=started_at, id__gte=run_id)
@@ -174,30 +141,6 @@ def runs(request: HttpRequest, projects: QuerySet[Project]) -> JsonResponse:
     attach_finding_counts(page)
     attach_agent_groups(page)
     return JsonResponse({"runs": [run_to_dict(run, request) for run in page], "next": next_url})
-
-
-def _search(queryset: QuerySet[Run], request: HttpRequest) -> QuerySet[Run]:
-    """The runs search: by an item (id, source, version, content hash), a finding type, a label, a model."""
-    if request.GET.get("model"):
-        model = request.GET["model"]
-        if connection.vendor == "postgresql":
-            queryset = queryset.filter(model_names__contains=[model])  # the run's models, kept by ingest
-        else:
-            queryset = queryset.filter(
-                Q(calls__response_model=model) | Q(calls__request_model=model)
-            ).distinct()
-    if request.GET.get("finding"):
-        queryset = queryset.filter(
-            id__in=Finding.objects.filter(type=request.GET["finding"]).values("run_id")
-        )
-    if request.GET.get("label"):
-        queryset = queryset.filter(labels__name=label_filter(request.GET["label"]))
-    wanted = {field: request.GET[name] for name, field in ITEM_FILTERS.items() if request.GET.get(name)}
-    if wanted:
-        queryset = queryset.filter(
-            id__in=runs_with_item(queryset.values_list("project_id", flat=True), wanted)
-        )
-    return queryset
 
 
 _CURSOR = re.compile(r"^([0-9]{1,18})_([0-9]{1,18})$")  # openapi.json has the same pattern

@@ -1,8 +1,9 @@
-"""Query-string parameters of the pages and panels, validated once: a bad one raises ``BadParameter`` with
-the sentence the 400 shows."""
+"""Query-string parameters of the pages, the panels and the JSON API, validated once: a bad one raises
+``BadParameter`` with the sentence the 400 shows."""
 
 import re
 from collections.abc import Mapping
+from datetime import UTC, date, datetime, time, timedelta
 
 # The jump box: "#57" or "call 57" names a call of the current run, "turn 40" a turn; anything else is a
 # run key or an item id.
@@ -15,11 +16,18 @@ class BadParameter(ValueError):
 
 
 def int_param(
-    query: Mapping[str, str], name: str, default: int | None, minimum: int, maximum: int
+    query: Mapping[str, str],
+    name: str,
+    default: int | None,
+    minimum: int,
+    maximum: int,
+    blank_is_default: bool = True,
 ) -> int | None:
-    """A whole number from the query string, within bounds; empty or missing gives ``default``."""
-    value = (query.get(name) or "").strip()
-    if not value:
+    """A whole number from the query string, within bounds; missing gives ``default``, and so does empty
+    unless ``blank_is_default`` is off (the API's: a form sends its empty fields, a client means a value)."""
+    raw = query.get(name)
+    value = (raw or "").strip()
+    if raw is None or (not value and blank_is_default):
         return default
     try:
         number = int(value)
@@ -28,6 +36,45 @@ def int_param(
     if not minimum <= number <= maximum:
         raise BadParameter(f"{name} must be between {minimum} and {maximum}")
     return number
+
+
+def time_param(
+    query: Mapping[str, str], name: str, end_of_day: bool = False, zone_required: bool = False
+) -> datetime | None:
+    """A moment from the query string, in UTC, or None when missing.
+
+    The pages' (forms send what people type): empty is none, a date alone is the start of that day (of
+    the next with ``end_of_day``: ``until`` excludes its instant, so ``until=2026-11-30`` takes that
+    day) and no zone is UTC. The API's (``zone_required``): an ISO 8601 date and time with its zone,
+    exactly as sent (its schema's format); present but empty is refused.
+    """
+    raw = query.get(name)
+    if raw is None:
+        return None
+    value = raw if zone_required else raw.strip()
+    if not value and not zone_required:
+        return None
+    try:
+        if len(value) == 10 and not zone_required:
+            day = date.fromisoformat(value)
+            parsed = datetime.combine(day + timedelta(days=1) if end_of_day else day, time.min)
+        else:
+            parsed = datetime.fromisoformat(value)
+    except OverflowError:  # the day after 9999-12-31: after every run
+        return datetime.max.replace(tzinfo=UTC)
+    except ValueError:
+        parsed = None
+    if zone_required and (parsed is None or parsed.tzinfo is None):
+        example = "2026-11-30T09:00:00Z"
+        raise BadParameter(f"{name} must be an ISO 8601 date and time with a time zone, e.g. {example}")
+    if parsed is None:
+        example = "a date (2026-11-30) or a date and time (2026-11-30T09:00)"
+        raise BadParameter(f"{name} must be {example}, not {value[:40]!r}")
+    try:
+        # In UTC: PostgreSQL refuses UTC offsets beyond 15:59, which ISO 8601 allows.
+        return parsed.replace(tzinfo=parsed.tzinfo or UTC).astimezone(UTC)
+    except OverflowError:  # year 1 or 9999 pushed past Python's range by its offset: the range's end
+        return datetime.min.replace(tzinfo=UTC) if parsed.year == 1 else datetime.max.replace(tzinfo=UTC)
 
 
 def choice_param(query: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:

@@ -5,7 +5,6 @@ pulls two small keys out of ``Call.analysis`` in SQL instead of the whole manife
 """
 
 from collections.abc import Iterable
-from datetime import datetime
 from urllib.parse import quote
 
 from django.core.cache import cache
@@ -27,7 +26,7 @@ from django.db.models.functions import Cast, Coalesce, Substr
 from django.urls import reverse
 
 from ctxview.models import Bookmark, Label, Note
-from ctxview.search import runs_with_item
+from ctxview.search import search_runs
 from ingest.models import Call, Content, Finding, Project, Run
 
 USAGE = ("uncached", "cache_write", "cache_read", "output", "prompt_total")
@@ -265,17 +264,9 @@ def _sort_expression(key: str):
     }[key]
 
 
-def started_between(queryset: QuerySet[Run], since: datetime | None, until: datetime | None) -> QuerySet[Run]:
-    """Runs started at or after ``since`` and before ``until`` (the runs list's and the API's)."""
-    if since:
-        queryset = queryset.filter(started_at__gte=since)
-    if until:
-        queryset = queryset.filter(started_at__lt=until)
-    return queryset
-
-
 def runs(project: Project, filters: dict) -> QuerySet[Run]:
-    """The project's runs with their peak window and findings count, filtered and sorted."""
+    """The project's runs with their peak window and findings count, searched (``filters`` holds the
+    search's terms) and sorted."""
     peak = (
         Call.objects.filter(run=OuterRef("pk"))
         .order_by()
@@ -292,29 +283,9 @@ def runs(project: Project, filters: dict) -> QuerySet[Run]:
         .annotate(n=Count("id"))
         .values("n")
     )
-    queryset = project.runs.filter(started_at__isnull=False).annotate(
+    queryset = search_runs([project.id], filters).annotate(
         peak_window=Subquery(peak), finding_total=Subquery(findings)
     )
-    if filters["service"]:
-        queryset = queryset.filter(service_name=filters["service"])
-    if filters["model"]:
-        model = filters["model"]
-        queryset = queryset.filter(
-            Exists(
-                Call.objects.filter(run=OuterRef("pk")).filter(
-                    Q(response_model=model) | Q(request_model=model)
-                )
-            )
-        )
-    if filters["finding"]:
-        queryset = queryset.filter(
-            Exists(Finding.objects.filter(run=OuterRef("pk"), type=filters["finding"]))
-        )
-    if filters["label"]:
-        queryset = queryset.filter(labels__name=filters["label"])
-    if filters["held"]:
-        queryset = queryset.filter(id__in=runs_with_item([project.id], filters["held"]))
-    queryset = started_between(queryset, filters["since"], filters["until"])
     key = filters["sort"].lstrip("-")
     expression = _sort_expression(key)
     ordering = (

@@ -11,8 +11,9 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from ctxcore.replay import DEFAULT_POLICIES, BadPolicy, TooMuchWork, parse_list
-from ctxview.api import BadParameter, api_view, error, get_run, int_query
+from ctxview.api import api_view, error, get_run, int_query
 from ctxview.models import Probe
+from ctxview.params import BadParameter
 from ctxview.replay import MAX_PROBES, ProbeError, clean_probe, last_turn, replay_run, run_calls, run_probes
 from ctxview.review_api import json_body, readable_run, require_role, review_view
 from ctxview.writes import Refused

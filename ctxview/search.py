@@ -1,16 +1,47 @@
-"""Finding runs by what their context windows held: an item's id, source, version or content hash.
+"""The runs search, the runs page's and the API's: runs by service, model, finding, label, start time and
+what their context windows held (an item's id, source, version or content hash).
 
 "Which runs had the old billing.ts in the window?" is ``runs_with_item(projects, {"source":
-"src/api/billing.ts", "version": "v1"})``. Used by the read API and the runs list.
+"src/api/billing.ts", "version": "v1"})``. The terms come from ``ctxview.shapes.runs.search_terms``.
 """
 
+from collections.abc import Iterable
+from datetime import datetime
+
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from ingest.models import Call
+from ingest.models import Call, Finding, Run
 
-# Query parameter -> the item field it matches.
-ITEM_FILTERS = {"item": "id", "source": "source", "version": "version", "hash": "hash"}
+
+def search_runs(project_ids: Iterable[int] | QuerySet, terms: dict) -> QuerySet[Run]:
+    """The started runs of the projects that match every term given (an empty term matches all)."""
+    runs = Run.objects.filter(project_id__in=project_ids, started_at__isnull=False)
+    if terms["service"]:
+        runs = runs.filter(service_name=terms["service"])
+    if terms["model"]:
+        model = terms["model"]
+        # Request or response model: Run.model_names keeps only one of them per call.
+        calls = Call.objects.filter(run=OuterRef("pk")).filter(
+            Q(response_model=model) | Q(request_model=model)
+        )
+        runs = runs.filter(Exists(calls))
+    if terms["finding"]:
+        runs = runs.filter(Exists(Finding.objects.filter(run=OuterRef("pk"), type=terms["finding"])))
+    if terms["label"]:
+        runs = runs.filter(labels__name=terms["label"])
+    if terms["held"]:
+        runs = runs.filter(id__in=runs_with_item(project_ids, terms["held"]))
+    return started_between(runs, terms["since"], terms["until"])
+
+
+def started_between(runs: QuerySet[Run], since: datetime | None, until: datetime | None) -> QuerySet[Run]:
+    """Runs started at or after ``since`` and before ``until``."""
+    if since:
+        runs = runs.filter(started_at__gte=since)
+    if until:
+        runs = runs.filter(started_at__lt=until)
+    return runs
 
 
 def runs_with_item(project_ids, wanted: dict[str, str]) -> list[int] | QuerySet:

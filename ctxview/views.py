@@ -162,9 +162,7 @@ def runs(request: HttpRequest, slug: str) -> HttpResponse:
         "query": query.urlencode(),
         "sort_query": sort_query.urlencode(),
         "sorts": runs_query.sort_links(filters["sort"]),
-        "filtered": any(
-            filters[name] for name in ("service", "model", "finding", "label", "held", "since", "until")
-        ),
+        "filtered": any(filters[name] for name in runs_query.SEARCH_TERMS),
         "any_runs": project.runs.exists(),
         "endpoint": request.build_absolute_uri("/"),
     }

@@ -1,38 +1,39 @@
 """The runs list's query string: filters, sort and page, validated once (a bad one is a 400 that says why)."""
 
 from collections.abc import Collection, Mapping
-from datetime import UTC, datetime, time, timedelta
 
-from ctxview.params import BadParameter, int_param
+from ctxview.params import BadParameter, int_param, time_param
 
 PAGE_SIZE = 25
 # Sort keys the list offers, and the column each sorts by (the query code maps them to SQL).
 SORTS = ("started", "calls", "turns", "peak", "hit_rate", "billed", "cost", "findings")
 
 
-def _when(query: Mapping[str, str], name: str, next_day: bool) -> datetime | None:
-    """A date or a date and time; a date alone is the start of that day, or of the next with
-    ``next_day``: ``until`` excludes its instant (as the API's), so ``until=2026-11-30`` takes that day."""
-    value = (query.get(name) or "").strip()
-    if not value:
-        return None
-    try:
-        if len(value) == 10:
-            day = datetime.fromisoformat(value).date()
-            parsed = datetime.combine(day + timedelta(days=1) if next_day else day, time.min)
-        else:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise BadParameter(
-            f"{name} must be a date (2026-11-30) or a date and time (2026-11-30T09:00), not {value[:40]!r}"
-        ) from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-# What a run's window held: query parameter -> item field (as ctxview.search.ITEM_FILTERS, which needs
-# Django; this module does not).
+# What a run's window held: query parameter -> item field.
 ITEM_FIELDS = {"item": "id", "source": "source", "version": "version", "hash": "hash"}
 ITEM_VALUE_LIMIT = 500
+# The runs search's terms (``ctxview.search.search_runs`` reads them; the list's sort and page aside).
+SEARCH_TERMS = ("service", "model", "finding", "label", "held", "since", "until")
+
+
+def search_terms(query: Mapping[str, str]) -> dict:
+    """The runs search's terms of the query string as the page and the API read them alike: values
+    trimmed, the label as labels are stored, ``held`` the item fields asked for (``since`` and ``until``
+    are each caller's: the page takes a date alone, the API a date and time with its zone)."""
+    held = {}
+    for name, field in ITEM_FIELDS.items():
+        raw = query.get(name) or ""
+        if len(raw) > ITEM_VALUE_LIMIT:  # as sent: the API's schema states the limit so
+            raise BadParameter(f"{name} is longer than {ITEM_VALUE_LIMIT} characters")
+        if raw.strip():
+            held[field] = raw.strip()
+    return {
+        "service": (query.get("service") or "").strip(),
+        "model": (query.get("model") or "").strip(),
+        "finding": (query.get("finding") or "").strip(),
+        "label": label_filter(query.get("label") or ""),
+        "held": held,
+    }
 
 
 def parse(
@@ -42,38 +43,26 @@ def parse(
     finding_types: Collection[str],
     labels: Collection[str] = (),
 ) -> dict:
-    """The list's filters from the query string; values must be ones the project has (or empty)."""
-    service = (query.get("service") or "").strip()
+    """The list's filters from the query string; values must be ones the project has (or empty): the
+    page offers them as choices, so another is a mistake to name."""
+    terms = search_terms(query)
+    service, model, finding, label = terms["service"], terms["model"], terms["finding"], terms["label"]
     if service and service not in services:
         raise BadParameter(f"no run of this project comes from a service called {service[:80]!r}")
-    model = (query.get("model") or "").strip()
     if model and model not in models:
         raise BadParameter(f"no run of this project used a model called {model[:80]!r}")
-    finding = (query.get("finding") or "").strip()
     if finding and finding not in finding_types:
         raise BadParameter(f"finding must be one of the finding types ({', '.join(sorted(finding_types))})")
-    label = label_filter(query.get("label") or "")
     if label and label not in labels:
         raise BadParameter(f"no run of this project is labelled {label[:80]!r}")
-    held = {}
-    for name, field in ITEM_FIELDS.items():
-        value = (query.get(name) or "").strip()
-        if len(value) > ITEM_VALUE_LIMIT:
-            raise BadParameter(f"{name} is longer than {ITEM_VALUE_LIMIT} characters")
-        if value:
-            held[field] = value
-    since, until = _when(query, "since", False), _when(query, "until", True)
+    since, until = time_param(query, "since"), time_param(query, "until", end_of_day=True)
     if since and until and since >= until:  # until excludes its instant: an empty range
         raise BadParameter("since must come before until")
     sort = (query.get("sort") or "-started").strip()
     if sort.lstrip("-") not in SORTS:
         raise BadParameter(f"sort must be one of {', '.join(SORTS)} (prefix - for descending)")
     return {
-        "service": service,
-        "model": model,
-        "finding": finding,
-        "label": label,
-        "held": held,
+        **terms,
         "since": since,
         "until": until,
         "sort": sort,
