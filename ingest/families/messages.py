@@ -132,3 +132,13 @@ def message(role: Any, parts: list[dict], name: Any = None) -> dict:
     if name:
         built["name"] = name
     return built
+
+
+def finish_reasons_of(messages: list) -> tuple[str, ...] | None:
+    """The non-empty ``finish_reason`` strings of output messages (plain dicts), in order; None: none."""
+    reasons = tuple(
+        entry["finish_reason"]
+        for entry in messages
+        if isinstance(entry, dict) and isinstance(entry.get("finish_reason"), str) and entry["finish_reason"]
+    )
+    return reasons or None

@@ -5,18 +5,12 @@ Messages and tools are flattened into indexed keys (``llm.input_messages.0.messa
 tokens — except where ``providers.INSTRUMENTATIONS`` says otherwise (Bedrock, Anthropic before 0.1.14).
 """
 
+from typing import Any
+
 from ingest import semconv
 from ingest.families.base import AGENT, MODEL_CALL, TOOL, Family, Read, UsageKeys
-from ingest.families.messages import (
-    Event,
-    indexed,
-    message,
-    nest,
-    parse_json,
-    parts_of,
-    tool_call_parts,
-    tool_response,
-)
+from ingest.families.flattened import messages_reader, read_tools
+from ingest.families.messages import indexed, message, parse_json, parts_of, tool_call_parts, tool_response
 
 SPAN_KIND = "openinference.span.kind"
 KINDS = {"LLM": MODEL_CALL, "TOOL": TOOL, "AGENT": AGENT}
@@ -35,50 +29,40 @@ def kind_of(name: str, attributes: dict) -> str | None:
     return KINDS.get(str(attributes.get(SPAN_KIND) or "").upper())
 
 
-def _messages(attributes: dict, prefix: str) -> list[dict] | None:
-    entries = indexed(nest(attributes, prefix))
-    if not entries:
-        return None
-    messages = []
-    for entry in entries:
-        fields = entry.get("message", {}) if isinstance(entry, dict) else {}
-        parts = []
-        for content in indexed(fields.get("contents")):
-            block = content.get("message_content", {}) if isinstance(content, dict) else {}
-            kind = block.get("type", "text")
-            if kind == "text":
-                parts.append({"type": "text", "content": block.get("text", "")})
-            else:
-                parts.append({"type": kind, **{k: v for k, v in block.items() if k != "type"}})
-        if "content" in fields:
-            parts = parts_of(fields["content"]) + parts
-        parts += tool_call_parts(fields.get("tool_calls"))
-        if fields.get("tool_call_id"):
-            # OpenInference keeps a tool result's text in message.content with its call id beside it.
-            texts = [part.get("content") for part in parts if part.get("type") == "text"]
-            parts = tool_response(fields["tool_call_id"], "".join(texts))
-        messages.append(message(fields.get("role"), parts, fields.get("name")))
-    return messages
+def _message(entry: Any) -> dict:
+    fields = entry.get("message", {}) if isinstance(entry, dict) else {}
+    fields = fields if isinstance(fields, dict) else {}
+    parts = []
+    for content in indexed(fields.get("contents")):
+        block = content.get("message_content", {}) if isinstance(content, dict) else {}
+        block = block if isinstance(block, dict) else {}
+        kind = block.get("type", "text")
+        if kind == "text":
+            parts.append({"type": "text", "content": block.get("text", "")})
+        else:
+            parts.append({"type": kind, **{k: v for k, v in block.items() if k != "type"}})
+    if "content" in fields:
+        parts = parts_of(fields["content"]) + parts
+    parts += tool_call_parts(fields.get("tool_calls"))
+    if fields.get("tool_call_id"):
+        # OpenInference keeps a tool result's text in message.content with its call id beside it.
+        texts = [part.get("content") for part in parts if part.get("type") == "text"]
+        parts = tool_response(fields["tool_call_id"], "".join(texts))
+    return message(fields.get("role"), parts, fields.get("name"))
 
 
-def input_messages(attributes: dict, content: dict, events: list[Event]) -> Read:
-    messages = _messages(attributes, INPUT_MESSAGES)
-    return messages, [INPUT_MESSAGES + "."] if messages is not None else []
+input_messages = messages_reader(INPUT_MESSAGES, _message)
+output_messages = messages_reader(OUTPUT_MESSAGES, _message)
 
 
-def output_messages(attributes: dict, content: dict, events: list[Event]) -> Read:
-    messages = _messages(attributes, OUTPUT_MESSAGES)
-    return messages, [OUTPUT_MESSAGES + "."] if messages is not None else []
+def _tool(entry: dict) -> dict | None:
+    tool = entry.get("tool")
+    schema = parse_json(tool.get("json_schema")) if isinstance(tool, dict) else None
+    return schema if isinstance(schema, dict) else None
 
 
 def tools(attributes: dict, content: dict) -> Read:
-    found = [
-        schema
-        for entry in indexed(nest(attributes, TOOLS))
-        if isinstance(entry, dict)
-        and isinstance(schema := parse_json((entry.get("tool") or {}).get("json_schema")), dict)
-    ]
-    return (found, [TOOLS + "."]) if found else (None, [])
+    return read_tools(attributes, TOOLS, _tool)
 
 
 def finish_reasons(attributes: dict, content: dict) -> tuple[str, ...] | None:

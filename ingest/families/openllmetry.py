@@ -6,13 +6,14 @@ an operation name (the current releases send the OTel GenAI attributes). Message
 instrumentations leave out or report differently: ``providers.INSTRUMENTATIONS``.
 """
 
+from typing import Any
+
 from ingest import semconv
 from ingest.families.base import AGENT, MODEL_CALL, TOOL, Family, Read, UsageKeys
+from ingest.families.flattened import entries, messages_reader, read_tools
 from ingest.families.messages import (
-    Event,
-    indexed,
+    finish_reasons_of,
     message,
-    nest,
     parse_json,
     parts_of,
     tool_call_parts,
@@ -41,48 +42,30 @@ def kind_of(name: str, attributes: dict) -> str | None:
     return None
 
 
-def _messages(attributes: dict, prefix: str) -> list[dict] | None:
-    entries = indexed(nest(attributes, prefix))
-    if not entries:
+def _message(entry: Any) -> dict | None:
+    if not isinstance(entry, dict):
         return None
-    messages = []
-    for entry in entries:
-        if not isinstance(entry, dict):
-            continue
-        parts = parts_of(entry.get("content")) + tool_call_parts(entry.get("tool_calls"))
-        if entry.get("tool_call_id"):
-            parts = tool_response(entry["tool_call_id"], entry.get("content"))
-        messages.append(message(entry.get("role"), parts))
-    return messages
+    parts = parts_of(entry.get("content")) + tool_call_parts(entry.get("tool_calls"))
+    if entry.get("tool_call_id"):
+        parts = tool_response(entry["tool_call_id"], entry.get("content"))
+    return message(entry.get("role"), parts)
 
 
-def input_messages(attributes: dict, content: dict, events: list[Event]) -> Read:
-    messages = _messages(attributes, PROMPT)
-    return messages, [PROMPT + "."] if messages is not None else []
+input_messages = messages_reader(PROMPT, _message)
+output_messages = messages_reader(COMPLETION, _message)
 
 
-def output_messages(attributes: dict, content: dict, events: list[Event]) -> Read:
-    messages = _messages(attributes, COMPLETION)
-    return messages, [COMPLETION + "."] if messages is not None else []
+def _function(entry: dict) -> dict:
+    return {key: parse_json(value) for key, value in entry.items()}
 
 
 def tools(attributes: dict, content: dict) -> Read:
-    functions = [entry for entry in indexed(nest(attributes, FUNCTIONS)) if isinstance(entry, dict)]
-    if not functions:
-        return None, []
-    return [{key: parse_json(value) for key, value in entry.items()} for entry in functions], [
-        FUNCTIONS + "."
-    ]
+    return read_tools(attributes, FUNCTIONS, _function)
 
 
 def finish_reasons(attributes: dict, content: dict) -> tuple[str, ...] | None:
     """``gen_ai.completion.<i>.finish_reason`` of the legacy releases."""
-    reasons = tuple(
-        entry["finish_reason"]
-        for entry in indexed(nest(attributes, COMPLETION))
-        if isinstance(entry, dict) and isinstance(entry.get("finish_reason"), str) and entry["finish_reason"]
-    )
-    return reasons or None
+    return finish_reasons_of(entries(attributes, COMPLETION))
 
 
 FAMILY = Family(

@@ -11,6 +11,7 @@ from ingest.families.base import AGENT, MODEL_CALL, TOOL, Family, Read, UsageKey
 from ingest.families.messages import (
     Event,
     block_part,
+    finish_reasons_of,
     message,
     parse_json,
     parts_of,
@@ -128,14 +129,7 @@ def tools(attributes: dict, content: dict) -> Read:
 def finish_reasons(attributes: dict, content: dict) -> tuple[str, ...] | None:
     """The ``finish_reason`` of each output message (openai-v2 streaming sends them only there)."""
     value = parse_json(content.get(OUTPUT_MESSAGES))
-    if not isinstance(value, list):
-        return None
-    reasons = tuple(
-        entry["finish_reason"]
-        for entry in value
-        if isinstance(entry, dict) and isinstance(entry.get("finish_reason"), str) and entry["finish_reason"]
-    )
-    return reasons or None
+    return finish_reasons_of(value) if isinstance(value, list) else None
 
 
 def context_edits(attributes: dict) -> list[dict]:

@@ -207,6 +207,37 @@ def test_legacy_openllmetry_prompts_with_anthropic_blocks():
     assert record.user_fingerprint is None
 
 
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        # A plain value where OpenInference nests keys (untrusted: these raised AttributeError).
+        {
+            "openinference.span.kind": "LLM",
+            "llm.input_messages.0.message": "hi",
+            "llm.input_messages.1.message.role": "user",
+            "llm.input_messages.1.message.contents.0.message_content": "hi",
+            "llm.input_messages.2.message.role": "user",
+            "llm.input_messages.2.message.content": "Weather?",
+            "llm.tools.0.tool": "weather",
+            "llm.tools.1.tool.json_schema": json.dumps({"name": "weather"}),
+        },
+        {
+            "llm.request.type": "chat",
+            "gen_ai.prompt.0": "hi",
+            "gen_ai.prompt.1.role": "user",
+            "gen_ai.prompt.1.content": "Weather?",
+            "llm.request.functions.0": "weather",
+            "llm.request.functions.1.name": "weather",
+        },
+    ],
+    ids=["openinference", "openllmetry"],
+)
+def test_a_plain_value_where_flattened_keys_nest_is_passed_over(attributes):
+    record = normalise.call_record(span(attributes), {}, count=fixed_tokens)
+    assert record.tool_definitions == ("weather",)
+    assert any("Weather?" in (item.content or "") for item in record.items if item.kind == "message")
+
+
 def test_system_instructions_and_a_legacy_span_event_prompt():
     record = normalise.call_record(
         span(
