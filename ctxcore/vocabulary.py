@@ -172,6 +172,27 @@ class Excluded:
         )
 
 
+# No call has this many tokens: a larger figure is junk, and summing a few of them into a run's totals
+# would overflow its 64-bit columns (failing every later batch of the run).
+MAX_TOKENS = 2**40
+
+
+def count_of(value: Any) -> int | None:
+    """A count (tokens, milliseconds) as telemetry sends it: an int, a whole float or ASCII digits, from 0
+    to ``MAX_TOKENS``; anything else (a bool, a fraction, "²", junk) is None: unknown, never zero."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    elif isinstance(value, str):
+        value = value.strip()
+        # isdigit() alone accepts "²", which int() refuses.
+        value = int(value) if value.isascii() and value.isdigit() and len(value) <= 13 else None
+    if isinstance(value, int) and 0 <= value <= MAX_TOKENS:
+        return value
+    return None
+
+
 USAGE_FIGURES = ("uncached", "cache_write", "cache_read", "output", "reasoning", "prompt_total")
 
 

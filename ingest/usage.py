@@ -8,32 +8,12 @@ provider or the instrumentation is known to leave that figure out when it is 0
 (``ingest/families/providers.py``, the one table of what each instrumentation reports).
 """
 
-from typing import Any
-
-from ctxcore.vocabulary import Usage
+from ctxcore.vocabulary import MAX_TOKENS, Usage, count_of
 from ingest import families, semconv
 from ingest.families import providers
 from ingest.families.providers import CACHE_READ, CACHE_WRITE, REASONING, provider_name
 
 __all__ = ["MAX_TOKENS", "normalise_usage", "provider_name"]
-
-# No call has this many tokens: a larger figure is junk, and summing a few of them into a run's totals
-# would overflow its 64-bit columns (failing every later batch of the run).
-MAX_TOKENS = 2**40
-
-
-def _count(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    elif isinstance(value, str):
-        value = value.strip()
-        # isdigit() alone accepts "²", which int() refuses.
-        value = int(value) if value.isascii() and value.isdigit() and len(value) <= 13 else None
-    if isinstance(value, int) and 0 <= value <= MAX_TOKENS:
-        return value
-    return None
 
 
 def _first(attributes: dict, keys: tuple[str, ...]) -> int | None:
@@ -43,7 +23,7 @@ def _first(attributes: dict, keys: tuple[str, ...]) -> int | None:
 
 def _first_count(values) -> int | None:
     for value in values:
-        number = _count(value)
+        number = count_of(value)
         if number is not None:
             return number
     return None

@@ -56,6 +56,20 @@ def synthetic_id(size: int, *parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:size]
 
 
+def session_row(trace_id: str, span_id: str, name: str, start_ns: int, end_ns: int, attributes: dict) -> dict:
+    """The span-shaped row of a call assembled from a session's records (no parent, no events)."""
+    return {
+        "trace_id": trace_id,
+        "span_id": span_id,
+        "parent_span_id": "",
+        "name": name,
+        "start_time_unix_nano": start_ns,
+        "end_time_unix_nano": end_ns,
+        "attributes": attributes,
+        "events": [],
+    }
+
+
 @dataclass(frozen=True)
 class SessionCall:
     """One model request, assembled from a CLI session's stored spans and log records."""

@@ -13,7 +13,8 @@ agent, so a cut body never puts two readings of one prefix side by side).
 
 import json
 
-from ingest.families.base import Family, SessionCall, Sessions, synthetic_id
+from ctxcore.vocabulary import count_of
+from ingest.families.base import Family, SessionCall, Sessions, session_row, synthetic_id
 from ingest.families.messages import block_part, parse_json, parts_of
 
 NAME = "claude_code"
@@ -45,16 +46,6 @@ _TOOL_RESULT = "[TOOL RESULT: "
 
 def claims_span(name: str, attributes: dict) -> bool:
     return name == LLM_REQUEST
-
-
-def _number(value) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return value if isinstance(value, int) else None
 
 
 def new_messages(text: str) -> list[dict]:
@@ -142,7 +133,7 @@ def assemble(spans: list[dict], logs: list[dict]) -> list[SessionCall]:
         if "span" in entry:
             return entry["span"]["start_time_unix_nano"]
         log = entry["log"]
-        return log["time_unix_nano"] - (_number(log["attributes"].get("duration_ms")) or 0) * 1_000_000
+        return log["time_unix_nano"] - (count_of(log["attributes"].get("duration_ms")) or 0) * 1_000_000
 
     def agent_of(entry: dict) -> str:
         found = [row["attributes"].get("agent_id") for row in (entry.get("log"), entry.get("span")) if row]
@@ -182,7 +173,7 @@ def assemble(spans: list[dict], logs: list[dict]) -> list[SessionCall]:
         reported: dict = {}
         if log:  # the record's figures are exclusive (uncached input) and split 5m/1h writes
             figures = {
-                key: _number(log_attributes.get(key))
+                key: count_of(log_attributes.get(key))
                 for key in (
                     "input_tokens",
                     "cache_read_tokens",
@@ -249,16 +240,9 @@ def assemble(spans: list[dict], logs: list[dict]) -> list[SessionCall]:
             start_ns, end_ns = start(entry), log["time_unix_nano"]
         # One trace per turn when traced (logs then carry it too); prompt.id otherwise.
         turn_key = (span or log)["trace_id"] or str(log_attributes.get("prompt.id") or "")
-        row = {
-            "trace_id": trace_id,
-            "span_id": synthetic_id(16, NAME, session, request_id),
-            "parent_span_id": "",
-            "name": CALL_NAME,
-            "start_time_unix_nano": start_ns,
-            "end_time_unix_nano": end_ns,
-            "attributes": attributes,
-            "events": [],
-        }
+        row = session_row(
+            trace_id, synthetic_id(16, NAME, session, request_id), CALL_NAME, start_ns, end_ns, attributes
+        )
         calls.append(SessionCall(row, (span or log)["resource"], turn_key, reported))
     return calls
 

@@ -8,7 +8,8 @@ family classifies them, so they cost one dictionary lookup each); the one span w
 record's figures without a model.
 """
 
-from ingest.families.base import Family, SessionCall, Sessions, synthetic_id
+from ctxcore.vocabulary import count_of
+from ingest.families.base import Family, SessionCall, Sessions, session_row, synthetic_id
 
 NAME = "codex"
 SSE_EVENT = "codex.sse_event"
@@ -28,18 +29,12 @@ FIGURES = {
 }
 
 
-def _number(value) -> int | None:
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _is_call(attributes: dict) -> bool:
     # Two records per response.completed: one with only its duration, one with the figures.
     return (
         attributes.get(EVENT_NAME) == SSE_EVENT
         and attributes.get("event.kind") == COMPLETED
-        and _number(attributes.get("input_token_count")) is not None
+        and count_of(attributes.get("input_token_count")) is not None
     )
 
 
@@ -56,7 +51,7 @@ def assemble(spans: list[dict], logs: list[dict]) -> list[SessionCall]:
         if not _is_call(attributes):
             continue
         conversation = str(attributes.get(CONVERSATION_ID) or "")
-        figures = {name: _number(attributes.get(name)) for name in FIGURES}
+        figures = {name: count_of(attributes.get(name)) for name in FIGURES}
         call_attributes = {
             "gen_ai.conversation.id": conversation,
             "gen_ai.provider.name": "openai",  # the Responses API's usage semantics
@@ -66,17 +61,15 @@ def assemble(spans: list[dict], logs: list[dict]) -> list[SessionCall]:
         }
         identity = [str(log["time_unix_nano"]), *(str(value) for value in figures.values())]
         time = log["time_unix_nano"]
-        ttft = _number(attributes.get("ttft_ms")) or 0
-        row = {
-            "trace_id": synthetic_id(32, NAME, conversation),
-            "span_id": synthetic_id(16, NAME, conversation, *identity),
-            "parent_span_id": "",
-            "name": CALL_NAME,
-            "start_time_unix_nano": time - ttft * 1_000_000,
-            "end_time_unix_nano": time,
-            "attributes": call_attributes,
-            "events": [],
-        }
+        ttft = count_of(attributes.get("ttft_ms")) or 0
+        row = session_row(
+            synthetic_id(32, NAME, conversation),
+            synthetic_id(16, NAME, conversation, *identity),
+            CALL_NAME,
+            time - ttft * 1_000_000,
+            time,
+            call_attributes,
+        )
         reported = {name: value for name, value in figures.items() if value is not None}
         calls.append(SessionCall(row, log["resource"], turn_key, reported))
     return calls

@@ -10,7 +10,8 @@ n-th response of the session goes with its n-th ``llm_call``. A turn starts at e
 
 import json
 
-from ingest.families.base import Family, SessionCall, Sessions, synthetic_id
+from ctxcore.vocabulary import count_of
+from ingest.families.base import Family, SessionCall, Sessions, session_row, synthetic_id
 from ingest.families.messages import parse_json
 
 NAME = "gemini_cli"
@@ -23,12 +24,6 @@ EVENT_NAME = "event.name"
 SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
 TOOL_DEFINITIONS = "gen_ai.tool.definitions"
 CALL_NAME = "gemini_cli.llm_call"
-
-
-def _number(value) -> int | None:
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def declarations(value) -> list[dict] | None:
@@ -72,7 +67,7 @@ def assemble(spans: list[dict], logs: list[dict]) -> list[SessionCall]:
         reported: dict = {}
         if response:
             figures = {
-                name: _number(log_attributes.get(name))
+                name: count_of(log_attributes.get(name))
                 for name in (
                     "input_token_count",
                     "cached_content_token_count",
@@ -110,19 +105,12 @@ def assemble(spans: list[dict], logs: list[dict]) -> list[SessionCall]:
             start_ns, end_ns = span["start_time_unix_nano"], span["end_time_unix_nano"]
         else:
             trace_id, identity = synthetic_id(32, NAME, session), str(response["time_unix_nano"])
-            duration = _number(log_attributes.get("duration_ms")) or 0
+            duration = count_of(log_attributes.get("duration_ms")) or 0
             start_ns, end_ns = response["time_unix_nano"] - duration * 1_000_000, response["time_unix_nano"]
         turn = max((time for time in prompts if time <= start_ns), default=None)
-        row = {
-            "trace_id": trace_id,
-            "span_id": synthetic_id(16, NAME, session, identity),
-            "parent_span_id": "",
-            "name": CALL_NAME,
-            "start_time_unix_nano": start_ns,
-            "end_time_unix_nano": end_ns,
-            "attributes": attributes,
-            "events": [],
-        }
+        row = session_row(
+            trace_id, synthetic_id(16, NAME, session, identity), CALL_NAME, start_ns, end_ns, attributes
+        )
         calls.append(SessionCall(row, (span or response)["resource"], str(turn or ""), reported))
     return calls
 

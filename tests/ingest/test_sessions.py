@@ -328,3 +328,26 @@ def test_gemini_cli_llm_call_spans_are_assembled_not_read_alone():
         families.classify(s["name"], s["attributes"]) is None
         for s in view.named(view.spans(view.load("claude-code-traces")), claude_code.LLM_REQUEST)
     )
+
+
+# --- Figures every CLI reads alike -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "scenario, name, figure, kept",
+    [
+        ("claude-code-default", "claude-code", "output_tokens", "output"),
+        ("codex", "codex", "output_token_count", "output"),
+        ("gemini-cli", "gemini-cli", "cached_content_token_count", "cache_read"),
+    ],
+)
+@pytest.mark.parametrize("junk", ["²", 2**50, -5, True, "12.5"])
+def test_a_cli_figure_that_is_no_count_is_unknown_not_a_failed_batch(scenario, name, figure, kept, junk):
+    """Each CLI read its figures with its own copy of a number parser, and "²" (``isdigit()`` says yes,
+    ``int()`` says no) raised ValueError, failing the batch; now all read them with ``count_of``."""
+    logs = [
+        {**log, "attributes": {**log["attributes"], figure: junk}} if figure in log["attributes"] else log
+        for log in view.logs(view.load(scenario))
+    ]
+    _, _, records = assembled(scenario, name, logs=logs)
+    assert records and {record.usage.to_dict()[kept] for record in records} == {None}
