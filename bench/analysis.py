@@ -11,30 +11,19 @@ states, 7 times each, the two points alternating (so the machine's drift hits bo
 """
 
 import argparse
-import hashlib
 import json
 import statistics
 import sys
 import time
-import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-# ctxview/__init__.py starts the Celery app (and Django); the analyses need neither, so load the
-# package without it and measure only the pure code.
-_package = types.ModuleType("ctxview")
-_package.__path__ = [str(ROOT / "ctxview")]
-sys.modules.setdefault("ctxview", _package)
-
 from ctxcore.analysis import CallInput, analyse_call, finalise_run, new_state  # noqa: E402
+from ctxcore.vocabulary import digest  # noqa: E402
 
 SECOND = 10**9
 BUDGET_TOKENS = 60_000
-
-
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def item(item_id: str, bucket: str, tokens: int, **fields) -> dict:
