@@ -16,7 +16,7 @@ from ctxview.models import Probe
 from ctxview.params import BadParameter
 from ctxview.replay import MAX_PROBES, ProbeError, clean_probe, last_turn, replay_run, run_calls, run_probes
 from ctxview.review_api import json_body, readable_run, require_role, review_view
-from ctxview.writes import Refused
+from ctxview.writes import Refused, form_int
 from ingest.models import Membership, Project
 
 # What the API gives of each policy (the per-call rows only when asked: a long run has many).
@@ -94,10 +94,9 @@ def run_probes_view(request: HttpRequest, run_id: int) -> HttpResponse:
         return JsonResponse({"probes": run_probes(run, run_calls(run))})
     require_role(request, run.project, Membership.Role.EDITOR)
     if request.method == "DELETE":
-        try:
-            probe_id = int(request.GET.get("id") or "")
-        except ValueError:
-            raise Refused("id must be the number of a probe of this run", 400) from None
+        probe_id = form_int(request.GET.get("id") or "")
+        if not isinstance(probe_id, int):
+            raise Refused("id must be the number of a probe of this run", 400)
         deleted, _ = Probe.objects.filter(run=run, id=probe_id).delete()
         if not deleted:
             raise Refused("no such probe on this run", 404)

@@ -15,6 +15,7 @@ from ctxview.params import BadParameter, int_param
 from ctxview.replay import MAX_PROBES, ProbeError, clean_probe, last_turn, replay_run, run_calls
 from ctxview.shapes.plot import base_layout, config, plot_text
 from ctxview.views_common import bad_request, render_page, ui_view
+from ctxview.writes import form_int
 from ingest.models import Membership
 
 BOUNDED_DEFAULTS = ("recorded", "sliding_window:12", "user_verbatim:4")
@@ -137,9 +138,8 @@ def replay_probes(request: HttpRequest, run_id: int) -> HttpResponse:
         return bad_request(request, f"adding probes needs the editor role in project {run.project.slug}")
     back = reverse("cv-replay", args=[run.id])
     if request.POST.get("delete"):
-        Probe.objects.filter(
-            run=run, id=request.POST["delete"] if request.POST["delete"].isdigit() else 0
-        ).delete()
+        probe_id = form_int(request.POST["delete"])  # "²" passes isdigit(), not int(): a 500 before
+        Probe.objects.filter(run=run, id=probe_id if isinstance(probe_id, int) else 0).delete()
         return redirect(back)
     try:
         kind, value = clean_probe(request.POST.get("kind"), request.POST.get("value"))

@@ -142,6 +142,9 @@ def test_an_editor_adds_follows_and_removes_a_text_probe(viewer_client, inspect)
     assert deleted.status_code == 204
     assert not Probe.objects.filter(run=run).exists()
     assert viewer_client.delete(f"/api/v1/runs/{run.id}/probes?id={added['id']}").status_code == 404
+    for junk in ("²", "x", ""):
+        refused = viewer_client.delete(f"/api/v1/runs/{run.id}/probes?id={junk}")
+        assert refused.status_code == 400 and "id must be the number of a probe" in refused.json()["error"]
 
 
 @pytest.mark.parametrize(

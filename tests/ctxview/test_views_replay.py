@@ -89,6 +89,9 @@ def test_an_editor_adds_and_removes_a_probe_from_the_page(viewer_client, inspect
     page = viewer_client.get(f"/runs/{run.id}/replay?policies=sliding_window:12").content.decode()
     assert 'title="text probe">employee 4417</th>' in page
     probe = Probe.objects.get(run=run)
+    for junk in ("²", "x", "99999999999999999999"):  # no probe's id: nothing removed
+        assert viewer_client.post(url, {"delete": junk}).status_code == 302
+    assert Probe.objects.filter(run=run).exists()
     assert viewer_client.post(url, {"delete": str(probe.id)}).status_code == 302
     assert not Probe.objects.filter(run=run).exists()
     bad = viewer_client.post(url, {"kind": "regex", "value": "(["})

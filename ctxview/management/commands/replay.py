@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ctxcore.replay import DEFAULT_POLICIES, BadPolicy, parse_list
 from ctxview.replay import last_turn, replay_run, run_calls
+from ctxview.writes import form_int
 from ingest.models import Run
 
 HEADER = (
@@ -59,8 +60,8 @@ class Command(BaseCommand):
     def _run(self, run: str, project: str | None) -> Run:
         if project:
             found = Run.objects.filter(project__slug=project, key=run).select_related("project").first()
-        elif run.isdigit():
-            found = Run.objects.filter(id=int(run)).select_related("project").first()
+        elif isinstance(run_id := form_int(run), int):
+            found = Run.objects.filter(id=run_id).select_related("project").first()
         else:
             raise CommandError("RUN is a run id; give --project SLUG to name a run by its key")
         if found is None:
