@@ -17,7 +17,14 @@ from django.views.decorators.http import require_GET
 from ctxcore import analysis, catalogue
 from ctxview.access import NotAuthenticated, api_projects
 from ctxview.panels import agents as agents_panel
-from ctxview.queries import agent_groups, agent_rows, finding_counts, prices_of, started_between
+from ctxview.queries import (
+    agent_groups,
+    agent_rows,
+    context_edits,
+    finding_counts,
+    prices_of,
+    started_between,
+)
 from ctxview.search import ITEM_FILTERS, runs_with_item
 from ctxview.shapes.runs import label_filter
 from ingest.models import Call, Content, Finding, Project, Run, Span
@@ -304,7 +311,8 @@ def item_lifecycle(
         .order_by("seq")
         .values_list("seq", "items", "excluded", "manifest_source")
     )
-    lifecycle = analysis.item_lifecycle(item_id, calls)
+    edits = context_edits(run)
+    lifecycle = analysis.item_lifecycle(item_id, (row + (edits.get(row[0], ()),) for row in calls))
     if lifecycle["first_seq"] is None and not lifecycle["excluded"]:
         return error("no such item in this run", 404)
     return JsonResponse(lifecycle)

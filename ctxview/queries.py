@@ -27,7 +27,8 @@ from django.db.models.fields.json import KT, KeyTransform
 from django.db.models.functions import Cast, Coalesce, Substr
 from django.urls import reverse
 
-from ctxcore.analysis.limits import one_hour_tokens
+from ctxcore.analysis.limits import CONTEXT_EDITS, one_hour_tokens
+from ctxcore.analysis.limits import context_edits as read_context_edits
 from ctxview.models import Bookmark, Label, Note
 from ctxview.search import runs_with_item
 from ingest.models import Call, Content, Finding, Project, Run
@@ -83,6 +84,17 @@ def manifests(run: Run, up_to_seq: int | None = None) -> Iterable[tuple[int, int
         .values_list("seq", "turn", "items", "excluded", "manifest_source")
         .iterator(chunk_size=200)
     )
+
+
+def context_edits(run: Run) -> dict[int, list[dict]]:
+    """Per call seq, the context edits applied before the model saw it (only calls that report one)."""
+    rows = (
+        run.calls.filter(seq__isnull=False)
+        .annotate(raw_text=Cast("usage_raw", TextField()))
+        .filter(raw_text__contains=CONTEXT_EDITS)
+        .values_list("seq", "usage_raw")
+    )
+    return {seq: read_context_edits(raw) for seq, raw in rows}
 
 
 def findings(run: Run, **filters) -> list[dict]:
