@@ -8,6 +8,7 @@ that call on (``calls.number_calls`` then ``analyse.invalidate``). The caller ho
 transaction and the locks of the runs it touches.
 """
 
+import re
 from collections import defaultdict
 
 from django.db import connection
@@ -44,18 +45,18 @@ def lock_traces(traces: set[str]) -> None:
 # longer than this is cut there.
 LINK_ROUNDS = 4
 LINKED_TRACES = 64
+HEX_TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def _linked_roots(
-    project_id: int, traces: set[str], new_agents: set[str] = frozenset()
+    project_id: int, traces: set[str], parents: set[str] = frozenset()
 ) -> dict[tuple[str, str], tuple[str, str]]:
-    """The root spans of other traces that continue a span of ``traces``, and the root spans of ``traces``
-    that continue a span elsewhere: (trace, root span) -> (trace, span) it continues."""
+    """The root spans of ``traces`` that continue a span elsewhere, and the root spans of other traces
+    that continue a span of ``parents``: (trace, root span) -> (trace, span) it continues."""
     roots = Span.objects.filter(project_id=project_id, parent_span_id="").exclude(links=[])
     rows = list(roots.filter(trace_id__in=traces).values_list("trace_id", "span_id", "links"))
-    # Only a trace with an agent span can be a parent. Links into it are found by its id in their text
-    # (hex ids: a safe pattern).
-    parents = with_agents(project_id, traces) | (new_agents & traces)
+    # Links into a parent are found by its id in their text (only hex ids make the pattern).
+    parents = {trace for trace in parents if HEX_TRACE_ID.fullmatch(trace)}
     if parents:
         incoming = roots.annotate(links_text=Cast("links", TextField())).filter(
             links_text__regex="|".join(sorted(parents))
@@ -78,7 +79,9 @@ def linked_traces(project_id: int, traces: set[str], new_agents: set[str] = froz
     for _ in range(LINK_ROUNDS):
         if not frontier or len(found) >= LINKED_TRACES:
             break
-        edges = _linked_roots(project_id, frontier, new_agents)
+        # Only a trace with an agent span can be a parent.
+        parents = with_agents(project_id, frontier) | (new_agents & frontier)
+        edges = _linked_roots(project_id, frontier, parents)
         new = {trace for (child, _), (parent, _) in edges.items() for trace in (child, parent)} - found
         found |= new
         frontier = new
