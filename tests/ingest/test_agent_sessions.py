@@ -7,6 +7,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ingest.models import Call, Finding, Run
 from tests import factories
 from tests.factories import kv, user_message
+from tests.ingest.test_calls import export_and_wait, live
 
 TRACE = bytes(range(31, 47))
 START = 1_700_000_000_000_000_000
@@ -230,3 +231,20 @@ def test_a_child_agent_in_a_linked_trace_lands_in_its_parents_session_whatever_a
     child = Run.objects.filter(key="C2").first()
     if child is not None:  # the child run exists only if its calls arrived before their parent was known
         assert (child.parent_run_id, child.call_count, child.prompt_total) == (session.id, 0, None)
+
+
+@live
+def test_a_linked_child_trace_sent_first_by_the_otlp_exporter_joins_its_parent_session(live_server, key):
+    """The real OTLP/HTTP exporter and a real worker: the child's trace, then the parent's."""
+    parts = linked_child_spans()
+    export_and_wait(live_server.url, key, parts["child_calls"] + parts["child_agent"])
+    assert Run.objects.get(key="C2").call_count == 2  # the parent is not known yet
+    export_and_wait(live_server.url, key, parts["parent"])
+    session = Run.objects.get(key="C1")
+    assert list(session.calls.order_by("seq").values_list("agent_name", "agent_entry")) == [
+        ("planner", "root"),
+        ("expert", "delegation"),
+        ("expert", "delegation"),
+        ("planner", "root"),
+    ]
+    assert Run.objects.get(key="C2").parent_run_id == session.id
