@@ -82,6 +82,17 @@ CAUSES: dict[str, Cause] = {
             "trim rarely and in large steps.",
         ),
         Cause(
+            "context_edited",
+            "history",
+            "Context compacted or edited",
+            "the context was compacted or edited before the model saw it (a compaction, or the provider's "
+            "context editing clearing old tool results or thinking), so the cache was written again from "
+            "the first changed item",
+            "Expected after a compaction or a context edit: make each one count (compact rarely and in large "
+            "steps; with Anthropic's context editing, set clear_at_least so an edit clears enough to pay for "
+            "the cache it invalidates).",
+        ),
+        Cause(
             "model_changed",
             "model",
             "Model changed",

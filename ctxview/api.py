@@ -16,7 +16,7 @@ from ctxcore import analysis, catalogue
 from ctxview.access import NotAuthenticated, api_projects
 from ctxview.panels import agents as agents_panel
 from ctxview.params import BadParameter, int_param, time_param
-from ctxview.queries import agent_groups, agent_rows, finding_counts, prices_of
+from ctxview.queries import agent_groups, agent_rows, context_edits, finding_counts, prices_of
 from ctxview.search import search_runs
 from ctxview.shapes.runs import search_terms
 from ingest.models import Call, Content, Project, Run, Span
@@ -247,7 +247,8 @@ def item_lifecycle(
         .order_by("seq")
         .values_list("seq", "items", "excluded", "manifest_source")
     )
-    lifecycle = analysis.item_lifecycle(item_id, calls)
+    edits = context_edits(run)
+    lifecycle = analysis.item_lifecycle(item_id, (row + (edits.get(row[0], ()),) for row in calls))
     if lifecycle["first_seq"] is None and not lifecycle["excluded"]:
         return error("no such item in this run", 404)
     return JsonResponse(lifecycle)

@@ -20,11 +20,14 @@ from django.db.models import (
     QuerySet,
     Subquery,
     Sum,
+    TextField,
 )
 from django.db.models.fields.json import KT, KeyTransform
 from django.db.models.functions import Cast, Coalesce, Substr
 from django.urls import reverse
 
+from ctxcore.analysis.limits import CONTEXT_EDITS, one_hour_tokens
+from ctxcore.analysis.limits import context_edits as read_context_edits
 from ctxview.models import Bookmark, Label, Note
 from ctxview.search import search_runs
 from ingest.models import Call, Content, Finding, Project, Run
@@ -80,6 +83,17 @@ def manifests(run: Run, up_to_seq: int | None = None) -> Iterable[tuple[int, int
         .values_list("seq", "turn", "items", "excluded", "manifest_source")
         .iterator(chunk_size=200)
     )
+
+
+def context_edits(run: Run) -> dict[int, list[dict]]:
+    """Per call seq, the context edits applied before the model saw it (only calls that report one)."""
+    rows = (
+        run.calls.filter(seq__isnull=False)
+        .annotate(raw_text=Cast("usage_raw", TextField()))
+        .filter(raw_text__contains=CONTEXT_EDITS)
+        .values_list("seq", "usage_raw")
+    )
+    return {seq: read_context_edits(raw) for seq, raw in rows}
 
 
 def findings(run: Run, **filters) -> list[dict]:
@@ -339,6 +353,7 @@ def agent_rows(run: Run) -> dict:
 def agent_groups(run_ids: list[int]) -> dict[int, list[dict]]:
     """Per run, its usage summed by agent and model, in one query (shaped by ``agents.agent_totals``)."""
     found: dict[int, list[dict]] = {run_id: [] for run_id in run_ids}
+    one_hour = _one_hour_writes(run_ids)
     sums = {f"sum_{name}": Sum(name) for name in Run.USAGE_FIELDS}
     known = {f"known_{name}": Count(name) for name in Run.USAGE_FIELDS}
     rows = (
@@ -360,9 +375,31 @@ def agent_groups(run_ids: list[int]) -> dict[int, list[dict]]:
                     for name in Run.USAGE_FIELDS
                     if row["calls"] > row[f"known_{name}"]
                 },
+                "cache_write_1h": one_hour.get(
+                    (row["run_id"], row["agent_name"], row["request_model"], row["response_model"]), 0
+                ),
             }
         )
     return found
+
+
+def _one_hour_writes(run_ids: list[int]) -> dict[tuple, int]:
+    """Per (run, agent, request model, response model): the cache writes that went to the 1-hour cache.
+
+    Only calls whose reported usage names a 1-hour figure are read (its key differs per family, so the
+    sum is taken here rather than in SQL)."""
+    sums: dict[tuple, int] = {}
+    rows = (
+        Call.objects.filter(run_id__in=run_ids)
+        .exclude(agent_name="")
+        .annotate(raw_text=Cast("usage_raw", TextField()))
+        .filter(raw_text__contains="ephemeral_1h")
+        .values_list("run_id", "agent_name", "request_model", "response_model", "usage_raw")
+    )
+    for run_id, agent, request_model, response_model, raw in rows:
+        key = (run_id, agent, request_model, response_model)
+        sums[key] = sums.get(key, 0) + one_hour_tokens(raw)
+    return sums
 
 
 def prices_of(project: Project):

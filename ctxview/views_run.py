@@ -202,7 +202,11 @@ def item_page(request: HttpRequest, run_id: int) -> HttpResponse:
         raise BadParameter("id must be at most 500 characters")
     # Stored items (defaults left out) are what item_lifecycle reads; expanding 100,000 of them for a
     # long run would only cost time.
-    calls = [(seq, items, excluded, source) for seq, _turn, items, excluded, source in queries.manifests(run)]
+    edits = queries.context_edits(run)
+    calls = [
+        (seq, items, excluded, source, edits.get(seq, ()))
+        for seq, _turn, items, excluded, source in queries.manifests(run)
+    ]
     lifecycle = analysis.item_lifecycle(item_id, calls)
     if lifecycle["first_seq"] is None and not lifecycle["excluded"]:
         raise Http404("no such item in this run")
@@ -211,7 +215,7 @@ def item_page(request: HttpRequest, run_id: int) -> HttpResponse:
     urls = {seq: queries.call_url(call_id) for seq, (call_id, _) in ids.items()}
     result = item.story(lifecycle, turns, urls)
     hashes = []
-    for _seq, items, _excluded, _source in calls:
+    for _seq, items, _excluded, _source, _edits in calls:
         for entry in items:
             if entry["id"] == item_id and entry["hash"] not in hashes:
                 hashes.append(entry["hash"])

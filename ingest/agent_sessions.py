@@ -8,9 +8,12 @@ that call on (``calls.number_calls`` then ``analyse.invalidate``). The caller ho
 transaction and the locks of the runs it touches.
 """
 
+import re
 from collections import defaultdict
 
 from django.db import connection
+from django.db.models import TextField
+from django.db.models.functions import Cast
 
 from ingest import agents
 from ingest.analyse import invalidate
@@ -38,6 +41,53 @@ def lock_traces(traces: set[str]) -> None:
             )
 
 
+# How far the traces linked to a batch's traces are followed (each a query): a chain of child traces
+# longer than this is cut there.
+LINK_ROUNDS = 4
+LINKED_TRACES = 64
+HEX_TRACE_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def _linked_roots(
+    project_id: int, traces: set[str], parents: set[str] = frozenset()
+) -> dict[tuple[str, str], tuple[str, str]]:
+    """The root spans of ``traces`` that continue a span elsewhere, and the root spans of other traces
+    that continue a span of ``parents``: (trace, root span) -> (trace, span) it continues."""
+    roots = Span.objects.filter(project_id=project_id, parent_span_id="").exclude(links=[])
+    rows = list(roots.filter(trace_id__in=traces).values_list("trace_id", "span_id", "links"))
+    # Links into a parent are found by its id in their text (only hex ids make the pattern).
+    parents = {trace for trace in parents if HEX_TRACE_ID.fullmatch(trace)}
+    if parents:
+        incoming = roots.annotate(links_text=Cast("links", TextField())).filter(
+            links_text__regex="|".join(sorted(parents))
+        )
+        rows += incoming.values_list("trace_id", "span_id", "links")[:LINKED_TRACES]
+    found = {}
+    for trace_id, span_id, links in rows:
+        parent = agents.linked_parent(trace_id, links)
+        if parent is not None:
+            found[(trace_id, span_id)] = parent
+    return found
+
+
+def linked_traces(project_id: int, traces: set[str], new_agents: set[str] = frozenset()) -> set[str]:
+    """``traces`` and the traces linked to them (a child agent's trace whose root span links to a span of
+    its parent's, either way round): resolved together, whichever arrived first. ``new_agents``: the
+    traces whose agent spans the batch brings (not stored yet)."""
+    found = set(traces)
+    frontier = set(traces)
+    for _ in range(LINK_ROUNDS):
+        if not frontier or len(found) >= LINKED_TRACES:
+            break
+        # Only a trace with an agent span can be a parent.
+        parents = with_agents(project_id, frontier) | (new_agents & frontier)
+        edges = _linked_roots(project_id, frontier, parents)
+        new = {trace for (child, _), (parent, _) in edges.items() for trace in (child, parent)} - found
+        found |= new
+        frontier = new
+    return found
+
+
 def with_agents(project_id: int, traces: set[str]) -> set[str]:
     """The traces that have an agent span stored: only their calls can belong to an invocation."""
     if not traces:
@@ -59,11 +109,18 @@ def runs_of(project_id: int, traces: set[str]) -> set[int]:
 
 
 def _trees(project_id: int, traces: set[str]) -> dict[str, tuple[agents.Tree, dict[str, agents.AgentSpan]]]:
+    """Each trace's span tree and agent spans; traces linked to each other share one (merged) tree."""
     links: dict[str, dict[str, str]] = defaultdict(dict)
     for trace_id, span_id, parent in Span.objects.filter(
         project_id=project_id, trace_id__in=traces
     ).values_list("trace_id", "span_id", "parent_span_id"):
         links[trace_id][span_id] = parent
+    # A linked root's parent is the span it continues in the other trace (when that trace is here).
+    continues = {
+        root: parent for root, parent in _linked_roots(project_id, traces).items() if root[0] in traces
+    }
+    for (trace_id, span_id), (_, parent_span) in continues.items():
+        links[trace_id][span_id] = parent_span
     tools: dict[str, set[str]] = defaultdict(set)
     agent_rows = {}
     for trace_id, span_id, parent, kind, start_ns, run_key in Operation.objects.filter(
@@ -83,10 +140,22 @@ def _trees(project_id: int, traces: set[str]) -> dict[str, tuple[agents.Tree, di
         if (trace_id, span_id) not in agent_rows:
             continue
         parent, start_ns, run_key = agent_rows[(trace_id, span_id)]
+        parent = continues.get((trace_id, span_id), (None, parent))[1]
         agent = agents.agent_span(span_id, parent, values, start_ns, run_key)
         if agent is not None:
             spans_of[trace_id][span_id] = agent
-    return {trace: (agents.Tree(links[trace], tools[trace]), spans_of[trace]) for trace in traces}
+    groups = agents.trace_groups(traces, [(child[0], parent[0]) for child, parent in continues.items()])
+    merged: dict[frozenset, tuple[agents.Tree, dict[str, agents.AgentSpan]]] = {}
+    for group in set(groups.values()):
+        ordered = sorted(group)
+        merged[group] = (
+            agents.Tree(
+                {span: parent for trace in ordered for span, parent in links[trace].items()},
+                {span for trace in ordered for span in tools[trace]},
+            ),
+            {span: agent for trace in ordered for span, agent in spans_of[trace].items()},
+        )
+    return {trace: merged[groups[trace]] for trace in traces}
 
 
 def _fields(found: agents.CallAgent) -> dict:
@@ -128,8 +197,11 @@ def resolve(project_id: int, traces: set[str], new_calls: list[Call], runs: dict
     pending = [call for call in new_calls if call.trace_id in traces]
     changed: dict[int, Call] = {}
     placed, invocations_of = [], {}
+    by_tree: dict[int, dict] = {}  # linked traces share one tree: resolve it once
     for trace_id, (tree, agent_spans) in trees.items():
-        invocations_of[trace_id] = agents.invocations(tree, agent_spans)
+        if id(tree) not in by_tree:
+            by_tree[id(tree)] = agents.invocations(tree, agent_spans)
+        invocations_of[trace_id] = by_tree[id(tree)]
     for index, call in enumerate([*stored, *pending]):
         invocations = invocations_of[call.trace_id]
         tree, agent_spans = trees[call.trace_id]

@@ -16,6 +16,10 @@ Calls of invocations entered as a tool, by delegation or as a subagent are *nest
 start no turn. Every invocation has a root (follow parents, handoffs included), and all calls under
 one root belong in one session: the run of the root's earliest top-level call.
 
+A child agent may run in a trace of its own (another process, a queued job): the root span of that trace
+then names the span it continues by an OTel span link, and that span is its parent. The traces linked
+so form one tree, and the child's calls join the parent's session as in one trace.
+
 Spans arrive in any order (an agent span ends, and so arrives, after its calls): the resolution works
 on whatever part of the tree is stored, and is simply run again when more of it arrives.
 """
@@ -217,3 +221,40 @@ def session_runs(calls: Iterable[Placed]) -> dict[object, int]:
         if call.run_id != target:
             moves[call.key] = target
     return moves
+
+
+def linked_parent(trace_id: str, links: object) -> tuple[str, str] | None:
+    """The span (trace id, span id) a trace's root span continues: its first span link into another
+    trace, when the ids are well formed (links are untrusted)."""
+    for link in links if isinstance(links, list) else ():
+        if not isinstance(link, Mapping):
+            continue
+        trace, span = link.get("trace_id"), link.get("span_id")
+        if not (isinstance(trace, str) and isinstance(span, str)) or trace == trace_id:
+            continue
+        if _hex_id(trace, 32) and _hex_id(span, 16):
+            return trace, span
+    return None
+
+
+def _hex_id(value: str, size: int) -> bool:
+    return len(value) == size and value.strip("0") != "" and all(c in "0123456789abcdef" for c in value)
+
+
+def trace_groups(traces: Iterable[str], edges: Iterable[tuple[str, str]]) -> dict[str, frozenset[str]]:
+    """Each trace's group: the traces joined to it by links (either way, transitively)."""
+    parent = {trace: trace for trace in traces}
+
+    def top(trace: str) -> str:
+        while parent[trace] != trace:
+            parent[trace] = parent[parent[trace]]
+            trace = parent[trace]
+        return trace
+
+    for one, other in edges:
+        if one in parent and other in parent:
+            parent[top(one)] = top(other)
+    members: dict[str, set[str]] = {}
+    for trace in parent:
+        members.setdefault(top(trace), set()).add(trace)
+    return {trace: frozenset(members[top(trace)]) for trace in parent}

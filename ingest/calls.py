@@ -152,6 +152,9 @@ def save(
     ``traces``: every trace the batch has spans of (any span may link a call to its agent).
     Returns the ids of the runs whose calls changed and are not analysed yet (to be analysed)."""
     traces = {*traces, *(record.trace_id for record in records), *(op["trace_id"] for op in operations)}
+    # A child agent's trace and its parent's, linked by a span link, are resolved together.
+    new_agents = {op["trace_id"] for op in operations if op["kind"] == normalise.AGENT}
+    traces = agent_sessions.linked_traces(project_id, traces, new_agents)
     agent_sessions.lock_traces(traces)
     new = _new_records(project_id, records)
     new, replaced = _without_duplicates(project_id, new)

@@ -8,6 +8,7 @@ provider or the instrumentation is known to leave that figure out when it is 0
 (``ingest/families/providers.py``, the one table of what each instrumentation reports).
 """
 
+from ctxcore.analysis import limits
 from ctxcore.vocabulary import MAX_TOKENS, Usage, count_of
 from ingest import families, semconv
 from ingest.families import providers
@@ -42,6 +43,9 @@ def normalise_usage(
         if family.usage_details is not None:
             for key, value in family.usage_details(attributes).items():
                 raw.setdefault(key, value)
+    # What was done to the context before the model saw it: the cache analysis reads it back (a break
+    # that follows is the edit's, not a rewritten history).
+    raw.update(limits.context_edit_figures(families.context_edits(attributes)))
     notes: list[str] = []
     reported_input = _first(attributes, families.INPUT_TOKENS)
     cache_read = _first(attributes, families.CACHE_READ_TOKENS)

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from ctxcore.analysis import limits
 from ctxcore.analysis.inputs import CallInput
 from ctxcore.analysis.prices import Price
+from ctxcore.vocabulary import Usage
 
 
 def new_totals() -> dict:
@@ -35,10 +36,15 @@ def new_totals() -> dict:
 
 def call_cost(call: CallInput, price: Price | None) -> tuple[float, float] | None:
     """USD of one call as billed (with caching) and as it would have been without; None when unknown."""
-    usage = call.usage
+    return usage_cost(call.usage, limits.one_hour_tokens(call.usage_raw), price)
+
+
+def usage_cost(usage: Usage, one_hour: int, price: Price | None) -> tuple[float, float] | None:
+    """USD of these figures (one call's, or a sum of calls') as billed and without caching; None when
+    unknown. ``one_hour``: the part of the cache writes that went to the 1-hour cache (its own rate)."""
     if price is None or None in (usage.uncached, usage.cache_write, usage.cache_read, usage.output):
         return None
-    one_hour = min(limits.one_hour_tokens(call.usage_raw), usage.cache_write)
+    one_hour = min(one_hour, usage.cache_write)
     with_cache = (
         usage.uncached * price.input
         + (usage.cache_write - one_hour) * price.cache_write_5m

@@ -31,6 +31,7 @@ SYSTEM_CHANGED = cause_entry("system_changed").name
 HISTORY_REWRITTEN = cause_entry("history_rewritten").name
 INVISIBLE = cause_entry("invisible").name
 BELOW_MINIMUM = cause_entry("below_minimum").name
+CONTEXT_EDITED = cause_entry("context_edited").name
 
 
 def cumulative_tokens(items: Sequence[Item]) -> list[int]:
@@ -140,6 +141,37 @@ def classify(call: CallInput, reference: dict, shared: int, gap_ns: int) -> tupl
         invalidator,
         {**detail, **_history_detail(call, reference, ref_item, new_item)},
     )
+
+
+def _edited(
+    call: CallInput, edits: list[dict], found: tuple, expected_read: int | None, source: Mapping | None
+) -> tuple[str | None, str | None, dict, int]:
+    """A break on a call whose context was compacted or edited before the model saw it is the edit's.
+
+    A compaction changes the items the trace shows (a rewritten history); the provider's context editing
+    clears tool results inside the request, so the trace shows the same prefix and only the reported
+    read falls short (of the provider's own count of what it missed, or of what the reference cached by
+    report, or of our estimate beyond its error)."""
+    cause, invalidator, detail, rewritten = found
+    if cause is not None:
+        return CONTEXT_EDITED, invalidator, {**detail, "edits": edits, "as_if": cause}, rewritten
+    reported = call.usage.cache_read
+    if reported is None or not expected_read:
+        return None, None, {}, 0
+    missed = limits.missed_tokens(call.usage_raw)
+    shortfall = expected_read - reported
+    bounded = source is not None and source["ceiling"] == expected_read  # the reference's own report
+    if missed:
+        rewritten = missed
+    elif shortfall > 0 and (bounded or calibration.disagree(expected_read, reported)):
+        rewritten = shortfall
+    else:
+        return None, None, {}, 0
+    # The provider clears the oldest tool results first: the first of them is where the prefix changed.
+    cleared = any(key.startswith("cleared_tool") for edit in edits for key in edit)
+    first_result = next((item.id for item in call.items if item.kind == "tool_result"), None)
+    detail = {"area": "history", "shortfall": shortfall, "edits": edits}
+    return CONTEXT_EDITED, first_result if cleared else None, detail, rewritten
 
 
 def _write_price(price: Price | None, one_hour: bool) -> float | None:
@@ -284,6 +316,11 @@ def analyse_cache(
         if shortfall > INVISIBLE_SHARE * expected_read and shortfall > INVISIBLE_TOKENS:
             cause, rewritten = INVISIBLE, shortfall
             detail = {"shortfall": shortfall}
+    edits = limits.context_edits(call.usage_raw)
+    if edits and reference is not None and cause in (None, HISTORY_REWRITTEN, INVISIBLE):
+        cause, invalidator, detail, rewritten = _edited(
+            call, edits, (cause, invalidator, detail, rewritten), expected_read, source
+        )
     # The minimum table is a hint for calls that report nothing cached: a reported read or write says
     # the provider did cache, whatever our count of the prefix.
     cached_by_report = read_reported or (call.usage.cache_write or 0) > 0
@@ -339,7 +376,7 @@ def analyse_cache(
         "disagrees": _disagrees(cause, detail, diagnosis) if diagnosis else None,
         "calibration": dict(fit) if fit is not None else None,
         "calibration_note": None
-        if cause == INVISIBLE
+        if cause in (INVISIBLE, CONTEXT_EDITED)
         else _note(call, reusable_tokens, expected_read, minimum, fit),
     }
     return result, _bounded(recent_after, recent_limit, agents_kept)

@@ -14,12 +14,15 @@ from ctxcore.analysis import tools
 from ctxcore.analysis.config import AnalysisConfig
 from ctxcore.analysis.conflicts import CONFLICTING_VERSIONS, SUPERSEDED_INCLUDED
 from ctxcore.analysis.inputs import CallInput
+from ctxcore.catalogue import cause as cause_entry
 from ctxcore.catalogue import finding_type, fix
 from ctxcore.vocabulary import STANDING_KINDS, in_middle, position_shares
 
 # Every type these rules raise, looked up at import: a type missing from the catalogue fails here.
 CACHE_INVALIDATED = finding_type("cache_invalidated").name
 INVISIBLE_INVALIDATOR = finding_type("invisible_invalidator").name
+# Breaks worth knowing but no mistake: a prefix below the minimum, a compaction or edit the run asked for.
+QUIET_CAUSES = frozenset({cause_entry("below_minimum").name, cause_entry("context_edited").name})
 PINNED_DROPPED = finding_type("pinned_dropped").name
 FACT_DROPPED = finding_type("fact_dropped").name
 BUDGET_EXCEEDED = finding_type("budget_exceeded").name
@@ -109,7 +112,7 @@ def cache_findings(call: CallInput, cache: Mapping) -> list[Candidate]:
     if cause == "invisible":
         kind, severity = INVISIBLE_INVALIDATOR, "warning"
     else:
-        kind, severity = CACHE_INVALIDATED, "info" if cause == "below_minimum" else "warning"
+        kind, severity = CACHE_INVALIDATED, "info" if cause in QUIET_CAUSES else "warning"
     key = f"cache:{cause}:{cache['detail'].get('area', '')}"
     return [(key, Finding(kind, severity, call.seq, cache["invalidator_item_id"], cause, evidence))]
 

@@ -39,6 +39,13 @@ TTL_1H_NS = 60 * 60 * 10**9
 # a call to them has cached its prefix even when it reports no cache figures.
 AUTOMATIC_CACHING = frozenset({"openai", "azure.ai.openai", "azure.ai.inference", "deepseek", "x_ai"})
 
+# What the provider or the framework did to a call's context before the model saw it (Anthropic's applied
+# context edits, a compaction), kept among the call's reported usage by ingest as
+# "<CONTEXT_EDITS>.<n>.type" and "<CONTEXT_EDITS>.<n>.cleared_<what>" (a count).
+CONTEXT_EDITS = "ctxview.context_edits"
+COMPACTED = "compacted"  # the edit type of a compaction (``gen_ai.conversation.compacted``)
+MAX_CONTEXT_EDITS = 20
+
 # Anthropic's cache diagnosis (cache-diagnosis beta) names the part of the request that diverged.
 PROVIDER_AREAS = {
     "model_changed": "model",
@@ -84,4 +91,42 @@ def provider_diagnosis(usage_raw: Mapping[str, Any]) -> str | None:
             value = value.get("type") or value.get("reason")
         if isinstance(value, str) and value.strip():
             return value.strip()
+    return None
+
+
+def context_edit_figures(edits: list[Mapping[str, Any]]) -> dict[str, str | int]:
+    """The reported-usage entries that carry a call's context edits (``context_edits`` reads them back)."""
+    figures: dict[str, str | int] = {}
+    for index, edit in enumerate(edits[:MAX_CONTEXT_EDITS]):
+        for key, value in edit.items():
+            figures[f"{CONTEXT_EDITS}.{index}.{key}"] = value
+    return figures
+
+
+def context_edits(usage_raw: Mapping[str, Any]) -> list[dict]:
+    """The context edits applied to the call before the model saw it, in order: each ``{"type": …,
+    "cleared_…": count}``; empty when none was reported."""
+    found: dict[int, dict] = {}
+    prefix = CONTEXT_EDITS + "."
+    for key, value in usage_raw.items():
+        if not key.startswith(prefix):
+            continue
+        index, _, name = key.removeprefix(prefix).partition(".")
+        if not index.isdigit() or int(index) >= MAX_CONTEXT_EDITS or not name:
+            continue
+        if name == "type" and isinstance(value, str):
+            found.setdefault(int(index), {})["type"] = value
+        elif name.startswith("cleared_") and isinstance(value, int) and not isinstance(value, bool):
+            found.setdefault(int(index), {})[name] = value
+    return [found[index] for index in sorted(found) if "type" in found[index]]
+
+
+def missed_tokens(usage_raw: Mapping[str, Any]) -> int | None:
+    """The tokens the provider says this call could have read from its cache but did not (Anthropic's
+    ``cache_miss_reason.cache_missed_input_tokens``), when reported."""
+    for key, value in sorted(usage_raw.items()):
+        if not key.endswith("cache_missed_input_tokens") or isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            return max(value, 0)
     return None

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from ctxcore.analysis import accounting, calibration, conflicts, findings, prices, tools
 from ctxcore.analysis.buckets import bucket_tokens
-from ctxcore.analysis.cache import INVISIBLE, analyse_cache
+from ctxcore.analysis.cache import CONTEXT_EDITED, INVISIBLE, analyse_cache
 from ctxcore.analysis.config import DEFAULT_CONFIG, AnalysisConfig
 from ctxcore.analysis.findings import Finding
 from ctxcore.analysis.inputs import CallInput
@@ -167,9 +167,10 @@ def analyse_call(
         lane, call, buckets["total"], sorted({key for key, _ in candidates if key is not None})
     )
     lanes = [lane, *(other for other in state["lanes"] if other["agent"] != call.agent)]
-    # A read against a cache that was partly lost says nothing about our tokenizer.
+    # A read against a cache that was partly lost (or cleared by a context edit) says nothing about our
+    # tokenizer.
     sums = state["calibration"]
-    if cache["cause"] != INVISIBLE:
+    if cache["cause"] not in (INVISIBLE, CONTEXT_EDITED):
         sums = calibration.observed(sums, cache["reusable_tokens"], cache["reported_read"])
     after = {
         "schema": STATE_SCHEMA,

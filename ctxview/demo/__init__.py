@@ -1,13 +1,13 @@
-"""The demo: three deterministic agent runs sent through the ctxview SDK and the real OTLP path.
+"""The demo: four deterministic agent runs sent through the ctxview SDK and the real OTLP path.
 
-Each story (incident, migration, timeout) tells one failure the analyses are meant to find; see the
+Each story (incident, migration, timeout, research) tells one failure the analyses are meant to find; see the
 story modules' docstrings.
 """
 
 import ctxview_sdk
-from ctxview.demo import incident, migration, timeout
+from ctxview.demo import incident, migration, research, timeout
 
-STORIES = (incident, migration, timeout)
+STORIES = (incident, migration, timeout, research)
 
 
 def send(url: str, key: str, skip: set[str] = frozenset()) -> dict[str, int]:

@@ -1,17 +1,25 @@
 """Record a story's calls through the ctxview SDK, with usage from a simple prefix-cache model.
 
 The model is Anthropic's: a call reads from the cache the longest prefix (in render order) it shares
-with the run's previous call, if that call was less than five minutes ago and the prefix is at least
-1,024 tokens; everything else is written to the cache; the per-message framing is the uncached rest.
-So the figures the demo reports agree with what its manifests show.
+with its agent's previous call (the run's previous call when the story has one agent), if that call was
+less than five minutes ago and the prefix is at least 1,024 tokens; everything else is written to the
+cache; the per-message framing is the uncached rest. So the figures the demo reports agree with what its
+manifests show. A multi-agent story wraps its calls in agent and tool spans (``span``), as an
+instrumented framework does.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+
+from opentelemetry import trace
 
 import ctxview_sdk
-from ctxview_sdk import content_hash, render
+from ctxview_sdk import config, content_hash, render
 from ingest import tokens
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 TTL = timedelta(minutes=5)
 MINIMUM_CACHEABLE = 1024
@@ -44,9 +52,22 @@ class Recorder:
     model: str
     provider: str = "anthropic"
     calls: int = 0
-    _previous: list[tuple[str, int]] = field(default_factory=list)
-    _previous_at: datetime | None = None
+    # Per agent (None: the story's only one), the previous call's (hash, tokens) chain and its time.
+    _previous: dict[str | None, tuple[list[tuple[str, int]], datetime]] = field(default_factory=dict)
+    _last_end: datetime | None = None
     _token_cache: dict[str, int] = field(default_factory=dict)
+
+    @contextmanager
+    def span(self, name: str, attributes: dict, start: datetime) -> Iterator[None]:
+        """An agent or tool span around the calls made inside it (they become its children); it ends a
+        second after the last of them."""
+        pipeline = config.active()
+        if pipeline is None:
+            raise RuntimeError("configure the ctxview SDK before recording a story")
+        opened = pipeline.tracer.start_span(name, attributes=attributes, start_time=_ns(start))
+        with trace.use_span(opened, end_on_exit=False):
+            yield
+        opened.end(end_time=_ns(max(start, self._last_end or start) + timedelta(seconds=1)))
 
     def _tokens(self, piece: Piece, text: str) -> int:
         if piece.tokens is not None:
@@ -65,13 +86,15 @@ class Recorder:
         tool_calls: list[str] = (),  # type: ignore[assignment]
         output_tokens: int = 200,
         prompt_version: str = "v1",
+        agent: str | None = None,
     ) -> None:
         rendered = [render(piece.content) for piece in pieces]
         sizes = [self._tokens(piece, text) for piece, text in zip(pieces, rendered, strict=True)]
         chain = [(content_hash(text), size) for text, size in zip(rendered, sizes, strict=True)]
         read = 0
-        if self._previous_at is not None and at - self._previous_at <= TTL:
-            for mine, theirs in zip(chain, self._previous, strict=False):
+        previous, previous_at = self._previous.get(agent, ([], None))
+        if previous_at is not None and at - previous_at <= TTL:
+            for mine, theirs in zip(chain, previous, strict=False):
                 if mine[0] != theirs[0]:
                     break
                 read += mine[1]
@@ -117,6 +140,12 @@ class Recorder:
             for name in tool_calls:
                 call.add_tool_call(name, id=f"toolu_{self.calls:04d}_{name}")
             call.set_response(model=self.model, finish_reasons=["tool_use" if tool_calls else "end_turn"])
-            call.end(end_time=at + timedelta(seconds=4 + output_tokens / 60))
+            end = at + timedelta(seconds=4 + output_tokens / 60)
+            call.end(end_time=end)
         self.calls += 1
-        self._previous, self._previous_at = chain, at
+        self._previous[agent] = (chain, at)
+        self._last_end = end
+
+
+def _ns(moment: datetime) -> int:
+    return (moment - EPOCH) // timedelta(microseconds=1) * 1000

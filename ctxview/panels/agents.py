@@ -2,10 +2,10 @@
 its parent and how it was entered, and what crossed each boundary (the packet of messages handed over)."""
 
 from collections.abc import Mapping, Sequence
-from types import SimpleNamespace
 from typing import Any
 
-from ctxcore.analysis.accounting import call_cost
+from ctxcore.analysis import limits
+from ctxcore.analysis.accounting import usage_cost
 from ctxcore.vocabulary import Usage
 from ctxview.panels.base import Panel
 
@@ -20,9 +20,10 @@ def _add(total: int | None, value: int | None) -> int | None:
     return total if value is None else (total or 0) + value
 
 
-def _cost(usage: Mapping[str, int | None], model: str | None, prices, usage_raw=None) -> float | None:
+def _cost(usage: Mapping[str, int | None], model: str | None, prices, one_hour: int) -> float | None:
+    """USD as billed; ``one_hour``: the cache-write tokens that went to the 1-hour cache."""
     price = prices(model) if model else None
-    cost = call_cost(SimpleNamespace(usage=Usage.from_dict(usage), usage_raw=usage_raw or {}), price)
+    cost = usage_cost(Usage.from_dict(usage), one_hour, price)
     return cost[0] if cost else None
 
 
@@ -30,7 +31,8 @@ def agent_totals(groups: Sequence[Mapping[str, Any]], prices) -> list[dict]:
     """Per agent: calls, summed usage (and how many calls did not report each figure), cost in USD.
 
     ``groups``: usage summed by agent and model (``queries.agent_groups``). Cost is null when a call has no
-    price or an unknown figure (never a partial sum); cache writes are priced at the 5-minute rate."""
+    price or an unknown figure (never a partial sum); each cache write is priced at its lifetime's rate
+    (``cache_write_1h``: the group's writes to the 1-hour cache, the rest went to the 5-minute one)."""
     agents: dict[str, dict] = {}
     for group in groups:
         agent = agents.setdefault(
@@ -49,7 +51,8 @@ def agent_totals(groups: Sequence[Mapping[str, Any]], prices) -> list[dict]:
         for name, count in group["unknown"].items():
             agent["usage_unknown_calls"][name] = agent["usage_unknown_calls"].get(name, 0) + count
         partial = any(name in group["unknown"] for name in COST_FIGURES)
-        cost = None if partial else _cost(group["usage"], group["model"], prices)
+        one_hour = group.get("cache_write_1h", 0)
+        cost = None if partial else _cost(group["usage"], group["model"], prices, one_hour)
         agent["cost_usd"] = None if cost is None or agent["cost_usd"] is None else agent["cost_usd"] + cost
     for agent in agents.values():
         if agent["cost_usd"] is not None:
@@ -97,7 +100,7 @@ def invocations(rows: Sequence[Mapping[str, Any]], first_items: Mapping[str, Seq
         invocation["output"] = _add(invocation["output"], usage["output"])
         if usage["prompt_total"] is not None:
             invocation["peak_window"] = max(invocation["peak_window"] or 0, usage["prompt_total"])
-        cost = _cost(usage, row["model"], prices, row["usage_raw"])
+        cost = _cost(usage, row["model"], prices, limits.one_hour_tokens(row["usage_raw"]))
         previous = invocation["cost_usd"]
         invocation["cost_usd"] = None if cost is None or previous is None else round(previous + cost, 6)
     for invocation in found.values():

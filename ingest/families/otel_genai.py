@@ -6,6 +6,7 @@ the ``gen_ai.client.inference.operation.details`` event; v1.26–1.27 put prompt
 events. Input figures include cached tokens.
 """
 
+from ctxcore.analysis import limits
 from ingest import semconv
 from ingest.families.base import AGENT, MODEL_CALL, TOOL, Family, Read, UsageKeys
 from ingest.families.messages import (
@@ -134,7 +135,7 @@ def finish_reasons(attributes: dict, content: dict) -> tuple[str, ...] | None:
 
 def context_edits(attributes: dict) -> list[dict]:
     value = attributes.get(COMPACTED)
-    return [{"type": "compacted"}] if value is True or value == "true" else []
+    return [{"type": limits.COMPACTED}] if value is True or value == "true" else []
 
 
 FAMILY = Family(

@@ -1,4 +1,4 @@
-"""The demo: three stories through the SDK, the real exporter and the live server, shown by the API and UI."""
+"""The demo: four stories through the SDK, the real exporter and the live server, shown by the API and UI."""
 
 import os
 import re
@@ -29,7 +29,7 @@ def story_calls():
     return {story.RUN_ID: story for story in demo.STORIES}
 
 
-def test_the_demo_sends_three_runs_that_the_api_and_the_ui_show(live_server, client, alice, project, key):
+def test_the_demo_sends_four_runs_that_the_api_and_the_ui_show(live_server, client, alice, project, key):
     out = StringIO()
     call_command("demo", url=live_server.url, key=key, stdout=out)
     assert "sent the demo run demo-incident-turn-40: 57 calls" in out.getvalue()
@@ -39,6 +39,7 @@ def test_the_demo_sends_three_runs_that_the_api_and_the_ui_show(live_server, cli
         "demo-incident-turn-40": (57, 40),
         "demo-migration-200-files": (80, 3),
         "demo-order-service-timeout": (24, 10),
+        "demo-research-brief": (6, 2),
     }
     body = client.get("/api/v1/runs", HTTP_AUTHORIZATION=f"Bearer {key}").json()
     assert {run["key"] for run in body["runs"]} >= set(runs)
@@ -221,3 +222,38 @@ def test_each_demo_start_replaces_the_demo_key_instead_of_adding_one(db):
     active = IngestKey.objects.filter(project__slug="demo", revoked_at__isnull=True)
     assert active.count() == 1
     assert project_for_key(second).slug == "demo" and project_for_key(first) is None
+
+
+def test_the_research_story_has_two_agents_the_packet_and_exactly_one_real_break(
+    live_server, client, project, key
+):
+    """A lead delegating to a researcher: no break at either switch, the one real break inside the lead
+    (its instructions changed between the turns), and the packet the researcher started from."""
+    from ctxview.demo import research
+
+    others = {story.RUN_ID for story in demo.STORIES if story is not research}
+    assert demo.send(live_server.url, key, skip=others) == {research.RUN_ID: 6}
+    run = Run.objects.get(project=project, key=research.RUN_ID)
+    assert (run.call_count, run.turn_count, run.analysed_seq) == (6, 2, 6)
+    calls = list(run.calls.order_by("seq"))
+    assert [call.agent_name for call in calls] == [
+        "lead",
+        "researcher",
+        "researcher",
+        "researcher",
+        "lead",
+        "lead",
+    ]
+    assert [call.agent_entry for call in calls[1:4]] == ["agent_as_tool"] * 3
+    # Each agent's calls read what its own previous call wrote: the switches are no breaks. The lead's
+    # changed instructions come right after its one short tool: its last call reads nothing.
+    assert [call.cache_read > 0 for call in calls] == [False, False, True, True, True, False]
+    assert findings(run) == [(6, "cache_invalidated", "system:lead", "system_changed")]
+
+    detail = client.get(f"/api/v1/runs/{run.id}", HTTP_AUTHORIZATION=f"Bearer {key}").json()
+    agents = {agent["name"]: agent for agent in detail["agents"]}
+    assert {name: agent["calls"] for name, agent in agents.items()} == {"lead": 3, "researcher": 3}
+    assert all(agent["cost_usd"] > 0 for agent in agents.values())
+    researcher = next(entry for entry in detail["invocations"] if entry["agent"] == "researcher")
+    assert (researcher["entered"], researcher["seqs"]) == ("agent_as_tool", [2, 3, 4])
+    assert researcher["packet"]["messages"] == 1 and researcher["packet"]["tokens"] > 0

@@ -7,6 +7,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ingest.models import Call, Finding, Run
 from tests import factories
 from tests.factories import kv, user_message
+from tests.ingest.test_calls import export_and_wait, live
 
 TRACE = bytes(range(31, 47))
 START = 1_700_000_000_000_000_000
@@ -128,3 +129,122 @@ def test_a_delegated_child_run_moves_into_its_parents_session_and_keeps_only_the
         None,
     )
     assert not Finding.objects.filter(run=link).exists() and link.analysed_seq == 0
+
+
+def linked_child_spans() -> dict[str, list]:
+    """A planner delegating to an expert that runs in a trace of its own, made by the real OTel SDK: the
+    expert's root span links (OTel API ``links=``) to the planner's tool span. Finished spans by part."""
+    import json
+
+    from opentelemetry.context import Context
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import Link
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("tests.cross_trace")
+    clock = iter(range(START, START + 10**6, 1000))
+
+    def agent(name: str, conversation: str, **options):
+        attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name}
+        attributes["gen_ai.conversation.id"] = conversation
+        return tracer.start_as_current_span(
+            f"invoke_agent {name}", attributes=attributes, start_time=next(clock), **options
+        )
+
+    def chat(conversation: str, text: str, tokens: int) -> None:
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.conversation.id": conversation,
+            "gen_ai.request.model": "claude-sonnet-4-5",
+            "gen_ai.usage.input_tokens": tokens,
+            "gen_ai.usage.output_tokens": 10,
+            "gen_ai.input.messages": json.dumps([user_message(text)]),
+        }
+        with tracer.start_as_current_span(
+            "chat claude-sonnet-4-5", attributes=attributes, start_time=next(clock)
+        ):
+            pass
+
+    with agent("planner", "C1"):
+        chat("C1", "plan my trip", 100)
+        with tracer.start_as_current_span(
+            "execute_tool ask_expert",
+            attributes={"gen_ai.operation.name": "execute_tool"},
+            start_time=next(clock),
+        ) as tool:
+            # The expert runs elsewhere: a new trace (empty context), linked to the tool span that asked.
+            with agent("expert", "C2", context=Context(), links=[Link(tool.get_span_context())]):
+                chat("C2", "weather in Paris?", 200)
+                chat("C2", "weather in Paris?", 300)
+        chat("C1", "plan my trip", 400)
+    provider.shutdown()
+    spans = memory.get_finished_spans()
+    expert = next(span for span in spans if span.name == "invoke_agent expert")
+    child = [span for span in spans if span.context.trace_id == expert.context.trace_id]
+    return {
+        "parent": [span for span in spans if span not in child],
+        "child_calls": [span for span in child if span is not expert],
+        "child_agent": [expert],
+    }
+
+
+ARRIVALS = {
+    "parent-first": ["parent", "child_calls", "child_agent"],
+    "child-first": ["child_calls", "child_agent", "parent"],
+    "child-agent-last": ["child_calls", "parent", "child_agent"],
+    "child-agent-first": ["child_agent", "parent", "child_calls"],
+}
+
+
+@pytest.mark.parametrize("arrival", ARRIVALS)
+def test_a_child_agent_in_a_linked_trace_lands_in_its_parents_session_whatever_arrives_first(
+    send, project, arrival
+):
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    parts = linked_child_spans()
+    assert len({span.context.trace_id for span in parts["parent"] + parts["child_agent"]}) == 2
+    for part in ARRIVALS[arrival]:
+        send(encode_spans(parts[part]))  # what the OTLP exporter sends
+
+    session = Run.objects.get(key="C1")
+    rows = list(
+        session.calls.order_by("seq").values_list("seq", "turn", "agent_name", "agent_entry", "prompt_total")
+    )
+    assert rows == [
+        (1, 1, "planner", "root", 100),
+        (2, 1, "expert", "delegation", 200),
+        (3, 1, "expert", "delegation", 300),
+        (4, 1, "planner", "root", 400),
+    ]
+    assert (session.call_count, session.turn_count, session.agent_name, session.parent_run_id) == (
+        4,
+        1,
+        "planner",
+        None,
+    )
+    assert session.prompt_total == 1000 and session.analysed_seq == 4
+    child = Run.objects.filter(key="C2").first()
+    if child is not None:  # the child run exists only if its calls arrived before their parent was known
+        assert (child.parent_run_id, child.call_count, child.prompt_total) == (session.id, 0, None)
+
+
+@live
+def test_a_linked_child_trace_sent_first_by_the_otlp_exporter_joins_its_parent_session(live_server, key):
+    """The real OTLP/HTTP exporter and a real worker: the child's trace, then the parent's."""
+    parts = linked_child_spans()
+    export_and_wait(live_server.url, key, parts["child_calls"] + parts["child_agent"])
+    assert Run.objects.get(key="C2").call_count == 2  # the parent is not known yet
+    export_and_wait(live_server.url, key, parts["parent"])
+    session = Run.objects.get(key="C1")
+    assert list(session.calls.order_by("seq").values_list("agent_name", "agent_entry")) == [
+        ("planner", "root"),
+        ("expert", "delegation"),
+        ("expert", "delegation"),
+        ("planner", "root"),
+    ]
+    assert Run.objects.get(key="C2").parent_run_id == session.id

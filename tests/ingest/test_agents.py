@@ -1,5 +1,7 @@
 """Agent invocations and sessions from a trace's span tree (ingest.agents, pure: no database)."""
 
+import pytest
+
 from ingest import agents
 from ingest.agents import AgentSpan, Placed, Tree
 
@@ -101,3 +103,29 @@ def test_a_child_runs_calls_move_to_the_run_of_their_roots_first_top_level_call(
     assert agents.session_runs(calls) == {"c1": 1, "c2": 1}
     # Before the root's own calls arrive, nothing moves: there is no session run to move to yet.
     assert agents.session_runs([call for call in calls if call.run_id != 1]) == {}
+
+
+PARENT_TRACE = "ab" * 16
+
+
+@pytest.mark.parametrize(
+    "links, expected",
+    [
+        ([{"trace_id": PARENT_TRACE, "span_id": "0a" * 8}], (PARENT_TRACE, "0a" * 8)),
+        # Untrusted: a link into the same trace, zero or malformed ids, not a list or a map.
+        ([{"trace_id": "cd" * 16, "span_id": "0a" * 8}], None),
+        ([{"trace_id": "0" * 32, "span_id": "0a" * 8}], None),
+        ([{"trace_id": PARENT_TRACE, "span_id": "0" * 16}], None),
+        ([{"trace_id": PARENT_TRACE.upper(), "span_id": "0a" * 8}, {"trace_id": 5, "span_id": None}], None),
+        ([["not", "a", "map"], {"trace_id": PARENT_TRACE, "span_id": "0b" * 8}], (PARENT_TRACE, "0b" * 8)),
+        ("links", None),
+    ],
+)
+def test_a_root_span_continues_the_first_well_formed_link_into_another_trace(links, expected):
+    assert agents.linked_parent("cd" * 16, links) == expected
+
+
+def test_linked_traces_form_one_group_transitively_and_others_stay_alone():
+    groups = agents.trace_groups(["a", "b", "c", "d"], [("b", "a"), ("c", "b"), ("x", "d")])
+    assert groups["a"] == groups["b"] == groups["c"] == frozenset({"a", "b", "c"})
+    assert groups["d"] == frozenset({"d"})

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from ctxcore.analysis import limits
 from ctxcore.vocabulary import digest, render
 from ingest import normalise
 from ingest.families.messages import message
@@ -533,3 +534,6 @@ def test_finish_reasons_wherever_the_family_puts_them(attributes, scope, expecte
 def test_context_edits_are_noted_on_the_call(attributes, notes):
     record = normalise.call_record(span({"gen_ai.operation.name": "chat", **attributes}), {})
     assert [note for note in record.notes if note.startswith("context edited")] == notes
+    # ... and kept with the reported usage, where the cache analysis reads them (one per note).
+    edits = limits.context_edits(record.usage.raw)
+    assert [edit["type"] for edit in edits] == [note.split(": ")[1].split(" (")[0] for note in notes]

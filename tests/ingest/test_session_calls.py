@@ -176,3 +176,26 @@ def test_request_bodies_long_before_a_batch_are_read_thin_and_change_nothing(pos
     assert any("body" in log["attributes"] for log in thinned)  # and whole after it
     full = sessions.records(family, spans, full_logs, since_ns=since)
     assert full and sessions.records(family, spans, thin_logs, since_ns=since) == full
+
+
+@pytest.mark.django_db
+def test_a_claude_code_subagents_cost_prices_its_one_hour_writes_at_the_one_hour_rate(post_all):
+    """Claude Code reports its 5-minute and 1-hour writes apart (the subagent's first call wrote 950
+    tokens to the 1-hour cache): the agent's cost is the sum of its calls' costs, each write at its rate."""
+    from ctxcore.analysis import price_for
+    from ctxcore.analysis.accounting import call_cost
+    from ctxview.panels import agents
+    from ctxview.queries import agent_groups
+    from ingest.analyse import call_input
+
+    post_all("claude-code-default", "as-recorded")
+    run = Run.objects.get()
+    price = price_for("claude-sonnet-4-5")  # the recording's model is a fake's name: give it a price
+    [group] = agent_groups([run.id])[run.id]
+    assert (group["agent"], group["cache_write_1h"]) == ("general-purpose", 950)
+    [total] = agents.agent_totals([group], lambda model: price)
+    calls = run.calls.filter(agent_name="general-purpose")
+    by_call = sum(call_cost(call_input(call), price)[0] for call in calls)
+    assert total["cost_usd"] == round(by_call, 6)
+    at_five_minutes = by_call - 950 * (price.cache_write_1h - price.cache_write_5m) / 1e6
+    assert total["cost_usd"] > round(at_five_minutes, 6)  # what the agent cost read before

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -73,6 +74,7 @@ SAFETY_ENV = {
     "OTEL_LOGS_EXPORTER": "none",
 }
 APP_SCOPE = "tests.instrumented.app"
+DIAGNOSIS_SESSION = "anthropic-diagnostics-session"
 
 
 def prepare_environment(scenario: Scenario) -> None:
@@ -359,6 +361,19 @@ def drive_anthropic_sdk(scenario: Scenario, fake: fp.FakeProvider, tracer) -> No
     ]
     messages: list[dict[str, Any]] = []
     beta = scenario.driver == "anthropic_beta"
+    if beta:
+        # One session across both turns (OpenInference's session.id on every span), so call 3 is
+        # compared with call 2 and the context edit before it is seen where it cut the cache.
+        from openinference.instrumentation import using_session
+
+        session = using_session(DIAGNOSIS_SESSION)
+    else:
+        session = contextlib.nullcontext()
+    with session:
+        _anthropic_turns(scenario, client, tracer, system, tools, messages, beta)
+
+
+def _anthropic_turns(scenario, client, tracer, system, tools, messages, beta) -> None:
     previous_id = None
     for number, text, calls in _turns(scenario):
         with tracer.start_as_current_span("agent turn", attributes={"app.turn.index": number}):

@@ -120,3 +120,5 @@ def test_anthropics_cache_diagnosis_and_context_edits_through_the_read_api(live_
         "context edited before the model saw it: clear_tool_uses_20250919 (60 input tokens, 2 tool uses)"
         in (third["notes"])
     )
+    # One session (OpenInference's session.id): the break before call 3 is the edit's, with what it missed.
+    assert (third["cache"]["cause"], third["cache"]["tokens_rewritten"]) == ("context_edited", 355)

@@ -39,7 +39,7 @@ def _require_free_port(port: int) -> None:
 
 
 class Command(BaseCommand):
-    help = "Start ctxview on 127.0.0.1 with a demo user, project and three demo runs (or send them to --url)."
+    help = "Start ctxview on 127.0.0.1 with a demo user, project and four demo runs (or send them to --url)."
 
     def add_arguments(self, parser):
         parser.add_argument("--port", type=int, default=8000)

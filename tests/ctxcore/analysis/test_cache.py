@@ -2,7 +2,7 @@
 
 import pytest
 
-from ctxcore.analysis import AnalysisConfig, analyse_call, new_state
+from ctxcore.analysis import AnalysisConfig, analyse_call, limits, new_state
 from tests.ctxcore.analysis.builders import analyse, call, digest, findings_of, message, system, tool
 
 TOOLS = [tool("search_logs"), tool("query_metrics")]  # 600 tokens each
@@ -406,3 +406,82 @@ def test_the_state_keeps_a_bounded_number_of_chains_per_agent_and_of_agents():
     assert list(dict.fromkeys(agents)) == ["subagent-10", "subagent-9", "subagent-8"]  # most recent first
     assert all(agents.count(agent) <= 2 for agent in agents)
     assert [lane["agent"] for lane in state["lanes"]] == ["subagent-10", "subagent-9", "subagent-8"]
+
+
+COMPACTED = limits.context_edit_figures([{"type": "compacted"}])
+CLEARED = limits.context_edit_figures(
+    [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 2, "cleared_input_tokens": 600}]
+)
+
+
+def test_a_compaction_the_call_reports_is_the_cause_of_its_break_not_a_rewritten_history():
+    first = call(1, [*TOOLS, SYSTEM, message(1), message(2), message(3)])
+    summary = message(90, bucket="summary", mode="summary")
+    cache, results = cache_of(first, second([*TOOLS, SYSTEM, summary, message(3)], usage_raw=COMPACTED))
+
+    assert (cache["cause"], cache["invalidator_item_id"], cache["broke"]) == ("context_edited", "m90", True)
+    assert cache["detail"]["edits"] == [{"type": "compacted"}]
+    assert (cache["detail"]["as_if"], cache["detail"]["change"]) == ("history_rewritten", "compacted")
+    assert cache["tokens_rewritten"] == 600  # the three messages the summary replaced
+    assert cache["cost_usd"] == pytest.approx(600 * (3.75 - 0.30) / 1e6)
+    [finding] = results[-1]["findings"]
+    assert (finding["type"], finding["cause"], finding["severity"]) == (
+        "cache_invalidated",
+        "context_edited",
+        "info",
+    )
+
+
+def test_a_compaction_flag_without_a_break_is_no_finding():
+    cache, results = cache_of(
+        first_call(), call(2, [*TOOLS, SYSTEM, message(1), message(2)], read=2400, usage_raw=COMPACTED)
+    )
+    assert (cache["cause"], cache["broke"], results[-1]["findings"]) == (None, False, [])
+
+
+def tool_turns():
+    results = [message(number, bucket="tool_results", tokens=300) for number in (11, 12)]
+    return [*TOOLS, SYSTEM, message(1), *results]
+
+
+def test_cleared_tool_results_cost_what_the_reported_read_fell_short_of_the_cached_prefix():
+    """Anthropic clears tool results inside the request: the trace shows the same prefix, and only the
+    reported read says the cache was cut at the first cleared result."""
+    first = call(1, tool_turns())  # 3000 tokens written
+    later = call(2, [*tool_turns(), message(2)], read=2400, usage_raw=CLEARED)
+    cache, results = cache_of(first, later)
+
+    assert (cache["cause"], cache["invalidator_item_id"]) == ("context_edited", "m11")
+    assert (cache["expected_read"], cache["reported_read"], cache["tokens_rewritten"]) == (3000, 2400, 600)
+    assert cache["detail"]["edits"][0]["cleared_tool_uses"] == 2
+    assert cache["calibration_note"] is None
+    [finding] = results[-1]["findings"]
+    assert (finding["cause"], finding["severity"]) == ("context_edited", "info")
+
+
+def test_the_providers_count_of_missed_tokens_outranks_our_shortfall():
+    missed = {**CLEARED, "anthropic.diagnostics.cache_miss_reason.cache_missed_input_tokens": 355}
+    later = call(2, [*tool_turns(), message(2)], read=2400, usage_raw=missed)
+    cache, _ = cache_of(call(1, tool_turns()), later)
+    assert (cache["cause"], cache["tokens_rewritten"]) == ("context_edited", 355)
+
+
+def test_the_same_shortfall_without_an_edit_stays_below_the_invisible_threshold():
+    cache, results = cache_of(call(1, tool_turns()), call(2, [*tool_turns(), message(2)], read=2400))
+    assert (cache["cause"], results[-1]["findings"]) == (None, [])
+
+
+def test_a_context_edit_on_a_call_that_read_everything_is_no_break():
+    later = call(2, [*tool_turns(), message(2)], read=3000, usage_raw=CLEARED)
+    cache, _ = cache_of(call(1, tool_turns()), later)
+    assert (cache["cause"], cache["broke"]) == (None, False)
+
+
+def test_context_edits_round_trip_through_the_reported_usage():
+    edits = [{"type": "compacted"}, {"type": "clear_thinking_20251015", "cleared_thinking_turns": 3}]
+    raw = {**limits.context_edit_figures(edits), "gen_ai.usage.input_tokens": 10}
+    assert limits.context_edits(raw) == edits
+    assert (
+        limits.context_edits({"ctxview.context_edits.x.type": "a", "ctxview.context_edits.0.cleared_a": 1})
+        == []
+    )

@@ -101,3 +101,28 @@ def test_the_summary_counts_the_agents():
     panel = agents.AgentsPanel()
     assert panel.summary({"agents": [{}, {}]}) == "2 agents"
     assert panel.summary({"agents": [{}]}) == "1 agent"
+
+
+def test_agent_totals_price_one_hour_cache_writes_at_their_own_rate():
+    price = price_for(MODEL)
+    figures = usage(7, 2950, 0, 33)
+    one_hour = {**group("researcher", figures), "cache_write_1h": 950}
+    [total] = agents.agent_totals([one_hour], lambda model: price)
+    expected = cost(figures) + 950 * (price.cache_write_1h - price.cache_write_5m) / 1e6
+    assert price.cache_write_1h > price.cache_write_5m
+    assert total["cost_usd"] == round(expected, 6)
+    # A group that wrote more 1-hour tokens than cache writes in all is capped at its writes.
+    [capped] = agents.agent_totals([{**one_hour, "cache_write_1h": 10**6}], lambda model: price)
+    assert capped["cost_usd"] == round(cost(usage(7, 0, 0, 33)) + 2950 * price.cache_write_1h / 1e6, 6)
+
+
+def test_an_invocation_prices_its_calls_one_hour_writes_from_their_reported_usage():
+    price = price_for(MODEL)
+    figures = usage(7, 2950, 0, 33)
+    raw = {"gen_ai.usage.cache_creation.ephemeral_1h_input_tokens": 950}
+    [found] = agents.invocations(
+        [{**row(1, "researcher", "r", figures=figures), "usage_raw": raw}], {}, lambda m: price
+    )
+    assert found["cost_usd"] == round(
+        cost(figures) + 950 * (price.cache_write_1h - price.cache_write_5m) / 1e6, 6
+    )
