@@ -14,6 +14,7 @@ from ctxview.params import BadParameter, int_param
 from ctxview.shapes import call as shapes
 from ctxview.shapes import diff, help
 from ctxview.views_common import render_page, ui_view
+from ctxview.views_review import notes_region
 from ingest import semconv
 from ingest.models import Call, Content
 
@@ -122,6 +123,7 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
         "findings": findings,
         "neighbours": neighbours,
         "call_count": run.call_count,
+        **notes_region(request.user, run, call=call),
     }
     return render_page(request, "ctxview/call.html", context, regions=("page", "items"))
 

@@ -17,6 +17,7 @@ from ctxview.params import BadParameter, int_param
 from ctxview.replay import turn_probes
 from ctxview.shapes import compare, diff, explain, item, overview
 from ctxview.views_common import render_page, ui_view
+from ctxview.views_review import notes_region
 from ingest.models import Run
 
 POLL_SECONDS = 3
@@ -228,5 +229,6 @@ def item_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "contents": versions,
         "more_versions": len(hashes) > 20,
         "findings": [{**f, "help": catalogue.finding_help(f["type"])} for f in findings],
+        **notes_region(request.user, run, item_id=item_id),
     }
     return render_page(request, "ctxview/item.html", context)
