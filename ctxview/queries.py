@@ -151,6 +151,35 @@ def review_summary(run: Run) -> dict:
     }
 
 
+def cache_breaks(run_ids: Iterable[int], cause: str | None = None) -> dict[int, list[dict]]:
+    """The cache breaks of some runs (of one cause, if given) in call order, per run, as the cache
+    panel's ``by_cause`` reads them: seq, url, cause, tokens written again, cost (None when unknown)."""
+    calls = Call.objects.filter(run_id__in=list(run_ids), analysis__cache__broke=True)
+    if cause is not None:
+        calls = calls.filter(analysis__cache__cause=cause)
+    rows = calls.order_by("run_id", "seq").values_list(
+        "run_id",
+        "id",
+        "seq",
+        KT("analysis__cache__cause"),
+        KT("analysis__cache__tokens_rewritten"),
+        KT("analysis__cache__cost_usd"),
+    )
+    breaks: dict[int, list[dict]] = {}
+    for run_id, call_id, seq, name, rewritten, cost in rows:
+        breaks.setdefault(run_id, []).append(
+            {
+                "seq": seq,
+                "url": call_url(call_id),
+                "cause": name,
+                # Read as text from the JSON (a number or null there).
+                "tokens_rewritten": int(float(rewritten)) if rewritten not in (None, "null") else 0,
+                "cost_usd": float(cost) if cost not in (None, "null") else None,
+            }
+        )
+    return breaks
+
+
 def call_marks(run: Run, seqs: tuple[int, int]) -> dict[int, dict]:
     """Notes and bookmark per call, for the calls numbered ``seqs[0]`` to ``seqs[1]`` that have any (one
     query for the whole page of calls)."""

@@ -18,6 +18,7 @@ from django_htmx.http import HttpResponseLocation
 from ctxcore import catalogue
 from ctxview import queries, search, throttle
 from ctxview.access import get_project_for_user, get_run_for_user, has_role, projects_for_user
+from ctxview.panels.cache import by_cause
 from ctxview.params import BadParameter, int_param, jump_target
 from ctxview.shapes import runs as runs_query
 from ctxview.views_common import bad_request, render_page, ui_view
@@ -141,13 +142,22 @@ def runs(request: HttpRequest, slug: str) -> HttpResponse:
         raise BadParameter(f"page {filters['page']} does not exist: there are {paginator.num_pages} page(s)")
     page = paginator.page(filters["page"])
     rows = list(page.object_list)
-    counts = queries.finding_counts([run.id for run in rows])
+    ids = [run.id for run in rows]
+    counts = queries.finding_counts(ids)
+    breaks = queries.cache_breaks(ids)
+    held = search.first_calls_holding(ids, filters["held"]) if filters["held"] else {}
     for run in rows:
         run.badges = [
             {"type": name, "count": count, "help": catalogue.finding_help(name)}
             for name, count in sorted(counts[run.id].items())
         ]
         run.figures = runs_query.figures(run.accounting)
+        # Shortcuts from the row to where a reviewer goes next: the last turn explained, the costliest
+        # cause of cache breaks at its first call, and (filtered by what a window held) that window.
+        run.explain_url = queries.explain_url(run.id, run.turn_count) if run.turn_count else None
+        run.costliest_breaks = by_cause(breaks[run.id])[0] if run.id in breaks else None
+        if run.id in held:
+            run.held = {**held[run.id], "url": queries.call_url(held[run.id]["call_id"])}
     query = request.GET.copy()
     query.pop("page", None)
     sort_query = query.copy()
