@@ -42,6 +42,23 @@ MARK = """([id, name, x]) => {
 }"""
 
 
+def three_call_run(live_server, key: str, run_key: str) -> Run:
+    """Three calls of one turn each, a system prompt and a message, sent through the SDK."""
+    ctxview_sdk.configure(live_server.url, key=key, service_name=f"{run_key}-agent", send_content=True)
+    try:
+        for turn in (1, 2, 3):
+            with ctxview_sdk.call(run_key, turn, "claude-sonnet-4-5") as c:
+                c.add_item(
+                    "system:prompt", "system", "system", content="You help.", role="system", tokens=900
+                )
+                c.add_item(f"msg:{turn}", "message", "conversation", content="hi", role="user", tokens=50)
+                c.set_usage({"input_tokens": 950, "output_tokens": 20})
+        assert ctxview_sdk.flush(timeout=30)
+    finally:
+        ctxview_sdk.shutdown(timeout=10)
+    return Run.objects.get(key=run_key)
+
+
 def first_seq_of_turn(run: Run, turn: int) -> int:
     return min(run.calls.filter(turn=turn).values_list("seq", flat=True))
 
@@ -227,20 +244,9 @@ def test_a_run_that_is_still_receiving_calls_updates_itself(live_server, browser
 def test_notes_and_bookmarks_on_the_overview(live_server, browser_page, alice, project, key):
     """A run with a note and a bookmark and no findings: the timeline draws the marks, a mark opens its
     call, and a note added on the review page shows on the overview when the reviewer comes back."""
-    ctxview_sdk.configure(live_server.url, key=key, service_name="marked-agent", send_content=True)
-    try:
-        for turn in (1, 2, 3):
-            with ctxview_sdk.call("marked-run", turn, "claude-sonnet-4-5") as c:
-                c.add_item(
-                    "system:prompt", "system", "system", content="You help.", role="system", tokens=900
-                )
-                c.add_item(f"msg:{turn}", "message", "conversation", content="hi", role="user", tokens=50)
-                c.set_usage({"input_tokens": 950, "output_tokens": 20})
-        assert ctxview_sdk.flush(timeout=30)
-    finally:
-        ctxview_sdk.shutdown(timeout=10)
+    run = three_call_run(live_server, key, "marked-run")
     Run.objects.filter(project=project).update(updated_at=timezone.now() - timedelta(hours=1))
-    run = Run.objects.get(project=project, key="marked-run")
+    run.refresh_from_db()
     run.findings.all().delete()  # whatever the analyses found: this run is about the marks alone
     calls = {call.seq: call for call in run.calls.all()}
     Note.objects.create(
@@ -449,19 +455,7 @@ def test_the_three_jobs_from_the_runs_list_take_the_clicks_claimed(
 def test_notes_and_the_bookmark_are_written_on_the_call_page_and_the_item_page(
     live_server, browser_page, chromium, alice, project, key
 ):
-    ctxview_sdk.configure(live_server.url, key=key, service_name="notes-agent", send_content=True)
-    try:
-        for turn in (1, 2, 3):
-            with ctxview_sdk.call("notes-run", turn, "claude-sonnet-4-5") as c:
-                c.add_item(
-                    "system:prompt", "system", "system", content="You help.", role="system", tokens=900
-                )
-                c.add_item(f"msg:{turn}", "message", "conversation", content="hi", role="user", tokens=50)
-                c.set_usage({"input_tokens": 950, "output_tokens": 20})
-        assert ctxview_sdk.flush(timeout=30)
-    finally:
-        ctxview_sdk.shutdown(timeout=10)
-    run = Run.objects.get(project=project, key="notes-run")
+    run = three_call_run(live_server, key, "notes-run")
     calls = {call.seq: call for call in run.calls.all()}
     page, base = browser_page, live_server.url
     login(page, base, "alice", "pw-alice")
