@@ -16,6 +16,7 @@ from django.db.models import (
     FloatField,
     IntegerField,
     Max,
+    Min,
     OuterRef,
     Q,
     QuerySet,
@@ -26,11 +27,14 @@ from django.db.models.fields.json import KT, KeyTransform
 from django.db.models.functions import Cast, Coalesce, Substr
 from django.urls import reverse
 
+from ctxcore.analysis import findings as findings_rules
 from ctxview.models import Bookmark, Label, Note
 from ctxview.search import runs_with_item
 from ingest.models import Call, Content, Finding, Project, Run
 
 USAGE = ("uncached", "cache_write", "cache_read", "output", "prompt_total")
+# The finding types a cache break raises (one per cause and part of the request, from its first break).
+CACHE_FINDINGS = (findings_rules.CACHE_INVALIDATED, findings_rules.INVISIBLE_INVALIDATOR)
 
 
 def call_url(call_id: int) -> str:
@@ -178,6 +182,28 @@ def cache_breaks(run_ids: Iterable[int], cause: str | None = None) -> dict[int, 
             }
         )
     return breaks
+
+
+def first_breaks(causes: dict[int, str]) -> dict[int, dict]:
+    """Per run, the first call its cache broke with the cause ``causes`` names for it (its id, seq and
+    url), from the findings: the first break of a cause always starts a finding of that cause."""
+    wanted = Q()
+    for run_id, cause in causes.items():
+        wanted |= Q(run_id=run_id, cause=cause)
+    if not causes:
+        return {}
+    firsts = dict(
+        Finding.objects.filter(wanted, type__in=CACHE_FINDINGS, call_seq__isnull=False)
+        .values("run_id")
+        .annotate(first=Min("call_seq"))
+        .values_list("run_id", "first")
+    )
+    calls = Call.objects.filter(run_id__in=list(firsts), seq__in=set(firsts.values()))
+    return {
+        run_id: {"id": call_id, "seq": seq, "url": call_url(call_id)}
+        for run_id, seq, call_id in calls.values_list("run_id", "seq", "id")
+        if firsts[run_id] == seq
+    }
 
 
 def call_marks(run: Run, seqs: tuple[int, int]) -> dict[int, dict]:

@@ -18,7 +18,6 @@ from django_htmx.http import HttpResponseLocation
 from ctxcore import catalogue
 from ctxview import queries, search, throttle
 from ctxview.access import get_project_for_user, get_run_for_user, has_role, projects_for_user
-from ctxview.panels.cache import by_cause
 from ctxview.params import BadParameter, int_param, jump_target
 from ctxview.shapes import runs as runs_query
 from ctxview.views_common import bad_request, render_page, ui_view
@@ -144,7 +143,8 @@ def runs(request: HttpRequest, slug: str) -> HttpResponse:
     rows = list(page.object_list)
     ids = [run.id for run in rows]
     counts = queries.finding_counts(ids)
-    breaks = queries.cache_breaks(ids)
+    costliest = {run.id: runs_query.costliest_breaks(run.accounting) for run in rows}
+    firsts = queries.first_breaks({run_id: group["cause"] for run_id, group in costliest.items() if group})
     held = search.first_calls_holding(ids, filters["held"]) if filters["held"] else {}
     for run in rows:
         run.badges = [
@@ -155,7 +155,7 @@ def runs(request: HttpRequest, slug: str) -> HttpResponse:
         # Shortcuts from the row to where a reviewer goes next: the last turn explained, the costliest
         # cause of cache breaks at its first call, and (filtered by what a window held) that window.
         run.explain_url = queries.explain_url(run.id, run.turn_count) if run.turn_count else None
-        run.costliest_breaks = by_cause(breaks[run.id])[0] if run.id in breaks else None
+        run.costliest_breaks = {**costliest[run.id], "first": firsts[run.id]} if run.id in firsts else None
         if run.id in held:
             run.held = {**held[run.id], "url": queries.call_url(held[run.id]["call_id"])}
     query = request.GET.copy()

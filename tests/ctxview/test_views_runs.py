@@ -189,6 +189,7 @@ def test_each_row_links_to_its_last_turn_explained_and_its_costliest_cause_of_br
     of_cause = [call for call in every if call.analysis["cache"]["cause"] == "volatile_system_prompt"]
     assert group["count"] == len(of_cause)
     assert group["cost_usd"] == pytest.approx(sum(call.analysis["cache"]["cost_usd"] for call in of_cause))
+    assert group["tokens_rewritten"] == sum(call.analysis["cache"]["tokens_rewritten"] for call in of_cause)
     page = response.content.decode()
     assert f'href="/calls/{first.id}/"' in page and "volatile_system_prompt ×" in page
     assert f'href="/runs/{incident.id}/explain?turn=40"' in page and "explain turn 40" in page
