@@ -187,11 +187,11 @@ def cache_breaks(run_ids: Iterable[int], cause: str | None = None) -> dict[int, 
 def first_breaks(causes: dict[int, str]) -> dict[int, dict]:
     """Per run, the first call its cache broke with the cause ``causes`` names for it (its id, seq and
     url), from the findings: the first break of a cause always starts a finding of that cause."""
+    if not causes:
+        return {}
     wanted = Q()
     for run_id, cause in causes.items():
         wanted |= Q(run_id=run_id, cause=cause)
-    if not causes:
-        return {}
     firsts = dict(
         Finding.objects.filter(wanted, type__in=CACHE_FINDINGS, call_seq__isnull=False)
         .values("run_id")
