@@ -156,8 +156,8 @@ def runs(request: HttpRequest, slug: str) -> HttpResponse:
         # cause of cache breaks at its first call, and (filtered by what a window held) that window.
         run.explain_url = queries.explain_url(run.id, run.turn_count) if run.turn_count else None
         run.costliest_breaks = {**costliest[run.id], "first": firsts[run.id]} if run.id in firsts else None
-        if run.id in held:
-            run.held = {**held[run.id], "url": queries.call_url(held[run.id]["call_id"])}
+        found = held.get(run.id)
+        run.held = {**found, "url": queries.call_url(found["call_id"])} if found else None
     query = request.GET.copy()
     query.pop("page", None)
     sort_query = query.copy()
