@@ -15,6 +15,7 @@ from django.db.models import (
     FloatField,
     IntegerField,
     Max,
+    Min,
     OuterRef,
     Q,
     QuerySet,
@@ -26,6 +27,7 @@ from django.db.models.fields.json import KT, KeyTransform
 from django.db.models.functions import Cast, Coalesce, Substr
 from django.urls import reverse
 
+from ctxcore.analysis import findings as findings_rules
 from ctxcore.analysis.limits import CONTEXT_EDITS, one_hour_tokens
 from ctxcore.analysis.limits import context_edits as read_context_edits
 from ctxview.models import Bookmark, Label, Note
@@ -33,6 +35,8 @@ from ctxview.search import search_runs
 from ingest.models import Call, Content, Finding, Project, Run
 
 USAGE = ("uncached", "cache_write", "cache_read", "output", "prompt_total")
+# The finding types a cache break raises (one per cause and part of the request, from its first break).
+CACHE_FINDINGS = (findings_rules.CACHE_INVALIDATED, findings_rules.INVISIBLE_INVALIDATOR)
 
 
 def call_url(call_id: int) -> str:
@@ -161,6 +165,57 @@ def review_summary(run: Run) -> dict:
         "labels": list(run.labels.order_by("name").values("name", "link")),
         "notes": run.review_notes.count(),
         "bookmarks": Bookmark.objects.filter(call__run=run).count(),
+    }
+
+
+def cache_breaks(run_ids: Iterable[int], cause: str | None = None) -> dict[int, list[dict]]:
+    """The cache breaks of some runs (of one cause, if given) in call order, per run, as the cache
+    panel's ``by_cause`` reads them: seq, url, cause, tokens written again, cost (None when unknown)."""
+    calls = Call.objects.filter(run_id__in=list(run_ids), analysis__cache__broke=True)
+    if cause is not None:
+        calls = calls.filter(analysis__cache__cause=cause)
+    rows = calls.order_by("run_id", "seq").values_list(
+        "run_id",
+        "id",
+        "seq",
+        KT("analysis__cache__cause"),
+        KT("analysis__cache__tokens_rewritten"),
+        KT("analysis__cache__cost_usd"),
+    )
+    breaks: dict[int, list[dict]] = {}
+    for run_id, call_id, seq, name, rewritten, cost in rows:
+        breaks.setdefault(run_id, []).append(
+            {
+                "seq": seq,
+                "url": call_url(call_id),
+                "cause": name,
+                # Read as text from the JSON (a number or null there).
+                "tokens_rewritten": int(float(rewritten)) if rewritten not in (None, "null") else 0,
+                "cost_usd": float(cost) if cost not in (None, "null") else None,
+            }
+        )
+    return breaks
+
+
+def first_breaks(causes: dict[int, str]) -> dict[int, dict]:
+    """Per run, the first call its cache broke with the cause ``causes`` names for it (its id, seq and
+    url), from the findings: the first break of a cause always starts a finding of that cause."""
+    if not causes:
+        return {}
+    wanted = Q()
+    for run_id, cause in causes.items():
+        wanted |= Q(run_id=run_id, cause=cause)
+    firsts = dict(
+        Finding.objects.filter(wanted, type__in=CACHE_FINDINGS, call_seq__isnull=False)
+        .values("run_id")
+        .annotate(first=Min("call_seq"))
+        .values_list("run_id", "first")
+    )
+    calls = Call.objects.filter(run_id__in=list(firsts), seq__in=set(firsts.values()))
+    return {
+        run_id: {"id": call_id, "seq": seq, "url": call_url(call_id)}
+        for run_id, seq, call_id in calls.values_list("run_id", "seq", "id")
+        if firsts[run_id] == seq
     }
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 
 from ingest.models import Call, Finding, Run
 
@@ -55,6 +55,36 @@ def runs_with_item(project_ids, wanted: dict[str, str]) -> list[int] | QuerySet:
         {
             run_id
             for run_id, items in calls.values_list("run_id", "items").iterator()
-            if any(all(item.get(field) == value for field, value in wanted.items()) for item in items)
+            if any(_matches(item, wanted) for item in items)
         }
     )
+
+
+def _matches(item: dict, wanted: dict[str, str]) -> bool:
+    return all(item.get(field) == value for field, value in wanted.items())
+
+
+def first_calls_holding(run_ids: list[int], wanted: dict[str, str]) -> dict[int, dict]:
+    """Per run, its first call whose window held an item matching ``wanted``: the call's id and seq, and
+    the matching item's id (the runs list links a filtered run straight to that call)."""
+    calls = Call.objects.filter(run_id__in=run_ids, seq__isnull=False)
+    if connection.vendor == "postgresql":
+        firsts = calls.filter(items__contains=[wanted]).values("run_id").annotate(first=Min("seq"))
+        wanted_seqs = {row["run_id"]: row["first"] for row in firsts}
+        rows = [
+            (run_id, call_id, seq, items)
+            for run_id, call_id, seq, items in calls.filter(seq__in=set(wanted_seqs.values())).values_list(
+                "run_id", "id", "seq", "items"
+            )
+            if wanted_seqs.get(run_id) == seq
+        ]
+    else:
+        rows = calls.order_by("run_id", "seq").values_list("run_id", "id", "seq", "items")
+    found: dict[int, dict] = {}
+    for run_id, call_id, seq, items in rows:
+        if run_id in found:
+            continue
+        item = next((item for item in items if _matches(item, wanted)), None)
+        if item is not None:
+            found[run_id] = {"call_id": call_id, "seq": seq, "item_id": item.get("id")}
+    return found

@@ -141,13 +141,23 @@ def runs(request: HttpRequest, slug: str) -> HttpResponse:
         raise BadParameter(f"page {filters['page']} does not exist: there are {paginator.num_pages} page(s)")
     page = paginator.page(filters["page"])
     rows = list(page.object_list)
-    counts = queries.finding_counts([run.id for run in rows])
+    ids = [run.id for run in rows]
+    counts = queries.finding_counts(ids)
+    costliest = {run.id: runs_query.costliest_breaks(run.accounting) for run in rows}
+    firsts = queries.first_breaks({run_id: group["cause"] for run_id, group in costliest.items() if group})
+    held = search.first_calls_holding(ids, filters["held"]) if filters["held"] else {}
     for run in rows:
         run.badges = [
             {"type": name, "count": count, "help": catalogue.finding_help(name)}
             for name, count in sorted(counts[run.id].items())
         ]
         run.figures = runs_query.figures(run.accounting)
+        # Shortcuts from the row to where a reviewer goes next: the last turn explained, the costliest
+        # cause of cache breaks at its first call, and (filtered by what a window held) that window.
+        run.explain_url = queries.explain_url(run.id, run.turn_count) if run.turn_count else None
+        run.costliest_breaks = {**costliest[run.id], "first": firsts[run.id]} if run.id in firsts else None
+        found = held.get(run.id)
+        run.held = {**found, "url": queries.call_url(found["call_id"])} if found else None
     query = request.GET.copy()
     query.pop("page", None)
     sort_query = query.copy()

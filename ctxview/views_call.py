@@ -10,10 +10,12 @@ from ctxcore import catalogue
 from ctxcore.vocabulary import expand
 from ctxview import queries
 from ctxview.access import get_call_for_user
+from ctxview.panels.cache import by_cause
 from ctxview.params import BadParameter, int_param
 from ctxview.shapes import call as shapes
 from ctxview.shapes import diff, help
 from ctxview.views_common import render_page, ui_view
+from ctxview.views_review import notes_region
 from ingest import semconv
 from ingest.models import Call, Content
 
@@ -66,6 +68,14 @@ def _invalidation(call: Call, items: list[dict], cache: dict) -> dict | None:
     return result
 
 
+def _cause_total(call: Call, cache: dict) -> dict | None:
+    """Every break of the run with this call's cause, summed (count, tokens, cost, first and last call)."""
+    if not cache.get("broke") or not cache.get("cause"):
+        return None
+    breaks = queries.cache_breaks([call.run_id], cause=cache["cause"]).get(call.run_id)
+    return by_cause(breaks)[0] if breaks else None
+
+
 def _previews(call: Call, hashes: list[str]) -> dict[str, str]:
     rows = (
         Content.objects.filter(project_id=call.project_id, hash__in=set(hashes))
@@ -113,6 +123,7 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
         "hidden_rows": len(table["rows"]) - len(shown),
         "strip": shapes.prefix_strip(table["rows"], cache),
         "invalidation": _invalidation(call, items, cache),
+        "cause_total": _cause_total(call, cache),
         "excluded": excluded,
         "excluded_reasons": reasons.most_common(),
         "conflicts": [
@@ -122,6 +133,7 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
         "findings": findings,
         "neighbours": neighbours,
         "call_count": run.call_count,
+        **notes_region(request.user, run, call=call),
     }
     return render_page(request, "ctxview/call.html", context, regions=("page", "items"))
 

@@ -9,16 +9,17 @@ import json
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from ctxview import writes
+from ctxview import queries, writes
 from ctxview.access import get_project_for_user, get_run_for_user, has_role, role_at_least, role_of
-from ctxview.models import Bookmark
+from ctxview.models import Bookmark, NoteRevision
 from ctxview.views_common import render_page
 from ingest.analyse import config_for
-from ingest.models import Membership
+from ingest.models import Call, Membership, Run
 
 
 def _require(user, project, role: str) -> None:
@@ -26,16 +27,59 @@ def _require(user, project, role: str) -> None:
         raise PermissionDenied(f"this needs the {role} role in project {project.slug}")
 
 
+def _with_history(notes, user, role: str | None):
+    """Notes with their earlier texts (oldest first) and whether ``user`` may edit or delete each."""
+    revisions = NoteRevision.objects.select_related("editor").order_by("edited_at", "id")
+    notes = list(
+        notes.select_related("author", "call")
+        .prefetch_related(Prefetch("revisions", queryset=revisions))
+        .order_by("created_at", "id")
+    )
+    can_edit = role_at_least(role, Membership.Role.EDITOR)
+    is_admin = role_at_least(role, Membership.Role.ADMIN)
+    for note in notes:
+        # The rule writes.check_may_change_note applies: the note's author or an admin.
+        note.may_change = can_edit and (is_admin or note.author_id == user.id)
+    return notes
+
+
+def notes_region(user, run: Run, *, call: Call | None = None, item_id: str = "", error: str = "") -> dict:
+    """What the notes card of a call page (its notes and bookmark) or an item page (its notes) shows.
+
+    ``back`` are the hidden fields each of its forms sends, so the write comes back to this page."""
+    role = role_of(user, run.project)
+    if call is not None:
+        notes = run.review_notes.filter(call=call)
+        back = [("back", "call"), ("call_seq", call.seq)]
+    else:
+        notes = run.review_notes.filter(item_id=item_id)
+        back = [("back", "item"), ("item_id", item_id)]
+    bookmark = (
+        Bookmark.objects.filter(call=call).select_related("created_by").first() if call is not None else None
+    )
+    return {
+        "run": run,
+        "notes_on": {
+            "call": call,
+            "item_id": item_id,
+            "notes": _with_history(notes, user, role),
+            "bookmark": bookmark,
+            "can_edit": role_at_least(role, Membership.Role.EDITOR),
+            "back": back,
+            "error": error,
+        },
+    }
+
+
 @require_GET
 @login_required
 def run_review(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
-    notes = run.review_notes.select_related("author", "call").prefetch_related("revisions__editor")
     role = role_of(request.user, run.project)
     context = {
         "run": run,
         "project": run.project,
-        "notes": notes.order_by("created_at"),
+        "notes": _with_history(run.review_notes.all(), request.user, role),
         "labels": run.labels.order_by("name"),
         "bookmarks": Bookmark.objects.filter(call__run=run).select_related("call").order_by("call__seq"),
         "can_edit": role_at_least(role, Membership.Role.EDITOR),
@@ -59,14 +103,22 @@ def _add_note(data, run, user) -> None:
     )
 
 
-def _delete_note(data, run, user) -> None:
+def _note_of(data, run):
     note_id = writes.form_int(data.get("note_id", ""))
     # A number past the id column makes PostgreSQL refuse the query.
     fits = isinstance(note_id, int) and note_id <= 2**63 - 1
     note = run.review_notes.filter(id=note_id).first() if fits else None
     if note is None:
         raise writes.Refused("no such note", 404)
-    writes.delete_note(note, user)
+    return note
+
+
+def _edit_note(data, run, user) -> None:
+    writes.edit_note(_note_of(data, run), user, data.get("body", ""))
+
+
+def _delete_note(data, run, user) -> None:
+    writes.delete_note(_note_of(data, run), user)
 
 
 def _add_label(data, run, user) -> None:
@@ -87,6 +139,7 @@ def _unbookmark(data, run, user) -> None:
 
 REVIEW_ACTIONS = {
     "add_note": _add_note,
+    "edit_note": _edit_note,
     "delete_note": _delete_note,
     "add_label": _add_label,
     "remove_label": _remove_label,
@@ -107,11 +160,39 @@ def run_review_action(request: HttpRequest, run_id: int, action: str) -> HttpRes
     if action not in REVIEW_ACTIONS:
         raise Http404("no such action on the review page")
     _require(request.user, run.project, Membership.Role.EDITOR)
+    error, status = "", 200
     try:
         REVIEW_ACTIONS[action](request.POST, run, request.user)
     except writes.Refused as exc:
-        messages.error(request, str(exc))
-    return redirect("cv-run-review", run_id=run.id)
+        error, status = str(exc), exc.status
+    back = _back(request.POST, run)
+    if back is None:
+        if error:
+            messages.error(request, error)
+        return redirect("cv-run-review", run_id=run.id)
+    url, region = back
+    if getattr(request, "htmx", None) and request.htmx.target == "notes":
+        # The notes card of the page the form is on, written again in place (the page is not reloaded).
+        context = notes_region(request.user, run, **region, error=error)
+        return render(request, "ctxview/_notes.html", context, status=status)
+    if error:
+        messages.error(request, error)
+    return redirect(f"{url}#notes")
+
+
+def _back(data, run) -> tuple[str, dict] | None:
+    """The call or item page a form of its notes card came from (its address, and what it shows), or
+    None for the review page's own forms."""
+    if data.get("back") == "call":
+        try:
+            call = writes.call_by_seq(run, writes.form_int(data.get("call_seq", "")))
+        except writes.Refused:
+            return None
+        return queries.call_url(call.id), {"call": call}
+    item_id = data.get("item_id", "")
+    if data.get("back") == "item" and item_id and len(item_id) <= writes.ITEM_ID_LIMIT:
+        return queries.item_url(run.id, item_id), {"item_id": item_id}
+    return None
 
 
 @require_GET

@@ -16,10 +16,13 @@ from ctxview.panels import run_panels
 from ctxview.params import BadParameter, int_param
 from ctxview.replay import turn_probes
 from ctxview.shapes import compare, diff, explain, item, overview
-from ctxview.views_common import render_page, ui_view
+from ctxview.views_common import region, render_page, ui_view
+from ctxview.views_review import notes_region
 from ingest.models import Run
 
 POLL_SECONDS = 3
+# ?panels=server: the overview with its panels' bodies rendered in the page (for a browser without JS).
+SERVER_PANELS = "server"
 
 
 def _status(run: Run) -> str:
@@ -56,6 +59,15 @@ def _run_context(run: Run, state: str) -> dict:
 def run(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
     context = {**_run_context(run, _status(run)), "review": queries.review_summary(run)}
+    server = request.GET.get("panels") == SERVER_PANELS and not region(request, ("kpis", "review-marks"))
+    # ?panels=server (the no-JavaScript notice's link): every panel's body in the page; charts cannot be
+    # drawn without a script, but the tables (breaks by cause, findings, calls) read as they are. Not
+    # the default: the page would wait for all the panels and, as it carries the CSRF token, it is sent
+    # uncompressed (see run_panel).
+    context["panel_bodies"] = [
+        (panel, _panel_body(request, run, panel)[0] if server else None) for panel in context["panels"]
+    ]
+    context["server_panels"] = server
     return render_page(request, "ctxview/run.html", context, regions=("page", "kpis", "review-marks"))
 
 
@@ -91,13 +103,19 @@ def run_panel(request: HttpRequest, run_id: int, slug: str) -> HttpResponse:
     panel = run_panels().get(slug)
     if panel is None:
         raise Http404("no such panel")
+    body, summary = _panel_body(request, run, panel)
+    # The summary fills the badge beside the panel's title (an out-of-band swap: the title is outside
+    # the body that htmx swaps).
+    badge = render_to_string("panels/_summary.html", {"panel": panel, "summary": summary})
+    return HttpResponse(body + badge)
+
+
+def _panel_body(request: HttpRequest, run: Run, panel) -> tuple[str, str]:
+    """A panel's body (its template on its result, for the run page's query) and its summary."""
     params = panel.params(request.GET)
     result = panel.compute(panel.load(run, params), params)
     context = {"run": run, "panel": panel, "result": result, "params": params}
-    # The summary fills the badge beside the panel's title (an out-of-band swap: the title is outside
-    # the body that htmx swaps).
-    badge = render_to_string("panels/_summary.html", {"panel": panel, "summary": panel.summary(result)})
-    return HttpResponse(render_to_string(panel.template, context, request) + badge)
+    return render_to_string(panel.template, context, request), panel.summary(result)
 
 
 @ui_view
@@ -232,5 +250,6 @@ def item_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "contents": versions,
         "more_versions": len(hashes) > 20,
         "findings": [{**f, "help": catalogue.finding_help(f["type"])} for f in findings],
+        **notes_region(request.user, run, item_id=item_id),
     }
     return render_page(request, "ctxview/item.html", context)

@@ -80,6 +80,27 @@ def sort_links(current: str) -> dict[str, str]:
     return {key: key if current == f"-{key}" else f"-{key}" for key in SORTS}
 
 
+def costliest_breaks(accounting: Mapping | None) -> dict | None:
+    """The cause of cache breaks that cost the run most (by tokens written again where no price is
+    known), from ``Run.accounting``: its count, tokens written again and cost (None when unknown)."""
+    accounting = accounting or {}
+    causes = (accounting.get("cache_breaks") or {}).get("by_cause") or {}
+    if not causes:
+        return None
+    # The accounting sums an unpriced break as $0: without a price the cost is unknown, not zero.
+    priced = (accounting.get("cost_usd") or {}).get("with_cache") is not None
+    cause, entry = min(
+        causes.items(),
+        key=lambda pair: (-(pair[1]["cost_usd"] if priced else 0), -pair[1]["tokens_rewritten"], pair[0]),
+    )
+    return {
+        "cause": cause,
+        "count": entry["count"],
+        "tokens_rewritten": entry["tokens_rewritten"],
+        "cost_usd": entry["cost_usd"] if priced else None,
+    }
+
+
 def figures(accounting: Mapping | None) -> dict:
     """The list's accounting columns from ``Run.accounting`` (None until the run is analysed)."""
     accounting = accounting or {}

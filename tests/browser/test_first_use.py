@@ -1,7 +1,8 @@
 """What got in a new user's way (issue 17), in a real browser on the demo runs: a break by removed items
 said in words, the breaks by cause with every break reachable, occurrences on the findings timeline,
 whole-number ticks on a short run, no page wider than the window nor a word broken in two at 1280 and
-1440 px, the overview without JavaScript, the dark theme and the jump box."""
+1440 px, the overview without JavaScript (and its panels rendered by the server on request), the dark theme
+and the jump box."""
 
 import re
 from datetime import timedelta
@@ -174,6 +175,14 @@ def test_the_overview_without_javascript_says_so(live_server, chromium, alice, p
     assert len(loading) == len(run_panels()) and not any(el.is_visible() for el in loading)
     assert note.locator("a", has_text="review page").get_attribute("href") == f"/runs/{run.id}/review"
     screenshot(page, "run-overview-no-js", docs=False)
+    # One click more: the server renders every panel into the page; the tables read without a script.
+    note.locator("a.server-panels").click()
+    page.wait_for_url(f"{live_server.url}/runs/{run.id}/?panels=server")
+    assert page.locator(".panel-body .loading").count() == 0
+    assert "history_rewritten" in page.locator("#cache-body").inner_text()
+    assert "fact_dropped" in page.locator("#findings-body").inner_text()
+    assert page.locator("#calls-body table tbody tr").count() > 0
+    screenshot(page, "run-overview-server-panels", docs=False)
     context.close()
 
 

@@ -42,6 +42,23 @@ MARK = """([id, name, x]) => {
 }"""
 
 
+def three_call_run(live_server, key: str, run_key: str) -> Run:
+    """Three calls of one turn each, a system prompt and a message, sent through the SDK."""
+    ctxview_sdk.configure(live_server.url, key=key, service_name=f"{run_key}-agent", send_content=True)
+    try:
+        for turn in (1, 2, 3):
+            with ctxview_sdk.call(run_key, turn, "claude-sonnet-4-5") as c:
+                c.add_item(
+                    "system:prompt", "system", "system", content="You help.", role="system", tokens=900
+                )
+                c.add_item(f"msg:{turn}", "message", "conversation", content="hi", role="user", tokens=50)
+                c.set_usage({"input_tokens": 950, "output_tokens": 20})
+        assert ctxview_sdk.flush(timeout=30)
+    finally:
+        ctxview_sdk.shutdown(timeout=10)
+    return Run.objects.get(key=run_key)
+
+
 def first_seq_of_turn(run: Run, turn: int) -> int:
     return min(run.calls.filter(turn=turn).values_list("seq", flat=True))
 
@@ -227,20 +244,9 @@ def test_a_run_that_is_still_receiving_calls_updates_itself(live_server, browser
 def test_notes_and_bookmarks_on_the_overview(live_server, browser_page, alice, project, key):
     """A run with a note and a bookmark and no findings: the timeline draws the marks, a mark opens its
     call, and a note added on the review page shows on the overview when the reviewer comes back."""
-    ctxview_sdk.configure(live_server.url, key=key, service_name="marked-agent", send_content=True)
-    try:
-        for turn in (1, 2, 3):
-            with ctxview_sdk.call("marked-run", turn, "claude-sonnet-4-5") as c:
-                c.add_item(
-                    "system:prompt", "system", "system", content="You help.", role="system", tokens=900
-                )
-                c.add_item(f"msg:{turn}", "message", "conversation", content="hi", role="user", tokens=50)
-                c.set_usage({"input_tokens": 950, "output_tokens": 20})
-        assert ctxview_sdk.flush(timeout=30)
-    finally:
-        ctxview_sdk.shutdown(timeout=10)
+    run = three_call_run(live_server, key, "marked-run")
     Run.objects.filter(project=project).update(updated_at=timezone.now() - timedelta(hours=1))
-    run = Run.objects.get(project=project, key="marked-run")
+    run.refresh_from_db()
     run.findings.all().delete()  # whatever the analyses found: this run is about the marks alone
     calls = {call.seq: call for call in run.calls.all()}
     Note.objects.create(
@@ -278,9 +284,10 @@ def test_notes_and_bookmarks_on_the_overview(live_server, browser_page, alice, p
     settle(page)
     page.click(".review-count")
     page.wait_for_url(f"{base}/runs/{run.id}/review")
-    page.fill("textarea[name=body]", "and here")
-    page.fill("input[name=call_seq]", "3")
-    page.click("text=Add note")
+    add = page.locator("form.add-note")
+    add.locator("textarea[name=body]").fill("and here")
+    add.locator("input[name=call_seq]").fill("3")
+    add.get_by_role("button", name="Add note").click()
     page.locator("article.note", has_text="and here").wait_for()
     # The browser's Back button (twice: the form's answer is an entry of its own): htmx restores the
     # overview from its history cache, and the header and the timeline are read again.
@@ -373,3 +380,143 @@ def test_a_long_run_is_binned_and_every_screen_works(live_server, browser_page, 
         settle(page)
         assert page.locator(".state-error").count() == 0, path
     assert page.console.errors == []
+
+
+def test_the_three_jobs_from_the_runs_list_take_the_clicks_claimed(
+    live_server, browser_page, alice, project, key
+):
+    """Each job starts on the runs list, logged in; every click is named (typing into a field is none).
+    Last round: 2, 2 and 4 clicks (run + chart point; run + break; filter + run + review page + add note)."""
+    call_command("demo", url=live_server.url, key=key, stdout=StringIO())
+    Run.objects.filter(project=project).update(updated_at=timezone.now() - timedelta(hours=1))
+    incident = Run.objects.get(project=project, key="demo-incident-turn-40")
+    migration = Run.objects.get(project=project, key="demo-migration-200-files")
+    page, base = browser_page, live_server.url
+    login(page, base, "alice", "pw-alice")
+    runs = f"{base}/projects/alpha/runs/"
+
+    def row(run_key: str):
+        return page.locator("table.runs tbody tr", has_text=run_key)
+
+    def click(locator, name: str, clicks: list[str]) -> None:
+        locator.click()
+        clicks.append(name)
+
+    # 1. Why did turn 40 of the incident go wrong? The fact it needed left the window at turn 23.
+    page.goto(runs)
+    job = []
+    click(row("demo-incident-turn-40").locator("a.explain-last"), "explain turn 40", job)
+    page.wait_for_url(f"{base}/runs/{incident.id}/explain?turn=40")
+    settle(page)
+    assert "fact:affected-shard (left at turn 23: sliding_window)" in page.locator(".headlines").inner_text()
+    assert job == ["explain turn 40"]
+
+    # 2. What in the migration's prefix broke the cache, and what did it cost over the run?
+    page.goto(runs)
+    job = []
+    costliest = row("demo-migration-200-files").locator("a.costliest-break")
+    cost = re.fullmatch(r"volatile_system_prompt ×(\d+) (\$[\d.]+)", costliest.inner_text().strip())
+    assert cost, costliest.inner_text()
+    click(costliest, "volatile_system_prompt ×N $X", job)
+    page.wait_for_url(f"{base}/calls/{Call.objects.get(run=migration, seq=31).id}/")
+    settle(page)
+    assert page.locator(".break-box h3").inner_text() == "Cache broken: volatile_system_prompt"
+    # The prefix item that changed, byte by byte (the time in the system prompt), and the cause's total.
+    assert "system:prompt" in page.locator(".break-box .diff-head").inner_text()
+    assert page.locator(".break-box pre.diff del").count() and page.locator(".break-box pre.diff ins").count()
+    total = page.locator(".break-box .cause-total").inner_text()
+    assert f"broke the cache {cost[1]} times" in total and f"{cost[2]} in all" in total
+    assert job == ["volatile_system_prompt ×N $X"]
+    screenshot(page.locator(".break-box"), "break-cause-total")
+
+    # 3. Which runs held the old billing.ts, and a note on the call that held it.
+    page.goto(runs)
+    job = []
+    page.fill("input[name=source]", "src/api/billing.ts")
+    page.fill("input[name=version]", "v1")
+    click(page.locator("form.filters button[type=submit]"), "Filter", job)
+    page.wait_for_url(re.compile(r"source=src%2Fapi%2Fbilling\.ts&version=v1"))
+    expect(page.locator("table.runs tbody tr")).to_have_count(1)
+    held = row("demo-migration-200-files").locator("a.held-at")
+    click(held, held.inner_text().strip(), job)
+    page.wait_for_url(re.compile(r"/calls/\d+/$"))
+    settle(page)
+    held_call = Call.objects.get(id=int(page.url.rstrip("/").rsplit("/", 1)[1]))
+    assert held_call.run == migration
+    assert "file:src/api/billing.ts@v1" in page.locator("#items").inner_text()
+    page.locator("#notes form.note-form textarea").fill("The old billing.ts (v1) is in this window.")
+    click(page.locator("#notes form.note-form").get_by_role("button", name="Add note"), "Add note", job)
+    page.locator("#notes article.note", has_text="The old billing.ts (v1)").wait_for()
+    assert job == ["Filter", f"held at call {held_call.seq}", "Add note"]
+    assert Note.objects.get(run=migration).call == held_call
+    assert page.console.errors == []
+
+
+def test_notes_and_the_bookmark_are_written_on_the_call_page_and_the_item_page(
+    live_server, browser_page, chromium, alice, project, key
+):
+    run = three_call_run(live_server, key, "notes-run")
+    calls = {call.seq: call for call in run.calls.all()}
+    page, base = browser_page, live_server.url
+    login(page, base, "alice", "pw-alice")
+
+    def write_and_edit(first: str, second: str) -> None:
+        """Add a note in the notes card, edit it, open its history: all in place (htmx)."""
+        card = page.locator("#notes")
+        card.locator("form.note-form textarea").fill(first)
+        card.get_by_role("button", name="Add note").click()
+        expect(page.locator("#notes article.note .note-body")).to_have_text(first)
+        page.locator("#notes .note-edit summary").click()
+        page.locator("#notes .note-edit textarea").fill(second)
+        page.locator("#notes .note-edit").get_by_role("button", name="Save").click()
+        expect(page.locator("#notes article.note > .note-body")).to_have_text(second)
+        page.locator("#notes .note-history summary").click()
+        expect(page.locator("#notes .note-history")).to_contain_text(first)
+
+    # The call page: a note (hostile text stays text), its edit and history, the bookmark; no reload.
+    page.goto(f"{base}/calls/{calls[2].id}/")
+    settle(page)
+    page.evaluate("window.stillTheSamePage = true")
+    write_and_edit("<img src=x onerror=alert(7)> first look", "second look")
+    page.locator("#notes").get_by_role("button", name="☆ Bookmark this call").click()
+    expect(page.locator("#notes .bookmarked")).to_have_text("★ Bookmarked")
+    assert page.evaluate("window.stillTheSamePage") is True
+    assert page.evaluate("document.querySelectorAll('img[src=\"x\"]').length") == 0
+    screenshot(page.locator("#notes"), "call-notes")
+    page.reload()
+    settle(page)
+    assert page.locator("#notes article.note > .note-body").inner_text() == "second look"
+    assert "History (1 earlier text)" in page.locator("#notes .note-history summary").inner_text()
+    page.locator("#notes .note-history summary").click()
+    assert "<img src=x onerror=alert(7)> first look" in page.locator("#notes .note-history").inner_text()
+    assert page.locator("#notes .bookmarked").is_visible()
+    assert page.locator(".links .notes-link").inner_text() == "✎ 1 note · ★ bookmarked"
+    note = Note.objects.get(run=run)
+    assert (note.call, note.body, note.revisions.count()) == (calls[2], "second look", 1)
+    assert Bookmark.objects.get().call == calls[2]
+
+    # The item page, from the call's items table: the notes on that item.
+    page.locator("#items td.item-id a", has_text="system:prompt").click()
+    page.wait_for_url(re.compile(r"/item\?id=system%3Aprompt$"))
+    settle(page)
+    # The whole page was swapped, not the items table only: one notes card, the item's.
+    expect(page.locator("#notes")).to_have_count(1)
+    assert page.locator("h1").inner_text() == "Item system:prompt"
+    write_and_edit("the prompt never changes", "the prompt never changes, so it stays cached")
+    page.reload()
+    settle(page)
+    assert "so it stays cached" in page.locator("#notes article.note > .note-body").inner_text()
+    assert "History (1 earlier text)" in page.locator("#notes .note-history summary").inner_text()
+    assert Note.objects.get(run=run, item_id="system:prompt").revisions.count() == 1
+    assert page.console.errors == [] and page.console.dialogs == []
+
+    # Without JavaScript the card's form is a plain POST that comes back to the card.
+    context = chromium.new_context(viewport={"width": 1280, "height": 900}, java_script_enabled=False)
+    plain = context.new_page()
+    login(plain, base, "alice", "pw-alice")
+    plain.goto(f"{base}/calls/{calls[3].id}/")
+    plain.locator("#notes form.note-form textarea").fill("written without JavaScript")
+    plain.locator("#notes form.note-form").get_by_role("button", name="Add note").click()
+    plain.wait_for_url(f"{base}/calls/{calls[3].id}/#notes")
+    assert plain.locator("#notes article.note .note-body").inner_text() == "written without JavaScript"
+    context.close()

@@ -208,3 +208,21 @@ def test_the_calibration_note_is_escaped(viewer_client, calibrated):
 
     body = viewer_client.get(f"/calls/{call.id}/").content.decode()
     assert SCRIPT not in body and "Calibration note: &lt;script&gt;" in body
+
+
+def test_a_break_says_what_its_cause_cost_over_the_whole_run(viewer_client, inspect):
+    call = call_at(inspect.migration, 40)
+    response = viewer_client.get(f"/calls/{call.id}/")
+    total = response.context["cause_total"]
+    breaks = [
+        c.analysis["cache"]
+        for c in inspect.migration.calls.order_by("seq")
+        if (c.analysis or {}).get("cache", {}).get("cause") == "volatile_system_prompt"
+    ]
+    assert total["count"] == len(breaks) > 1 and total["first"]["seq"] == 31
+    assert total["tokens_rewritten"] == sum(entry["tokens_rewritten"] for entry in breaks)
+    body = response.content.decode()
+    assert f"broke the cache {len(breaks)} times, from" in body
+    assert "in all" in body and "Every cause on the run" in body
+    # A call that broke nothing sums nothing.
+    assert viewer_client.get(f"/calls/{call_at(inspect.migration, 2).id}/").context["cause_total"] is None

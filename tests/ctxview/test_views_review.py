@@ -146,3 +146,88 @@ def test_each_write_of_the_pages_has_its_own_url(client, run, alice):
     page = client.get(review).content.decode()
     assert f'action="{review}/add_note"' in page and f'action="{review}/delete_run"' in page
     assert f'action="{settings}/prices"' in client.get(settings).content.decode()
+
+
+# --- Notes and the bookmark on a call page and an item page --------------------------------------
+
+NOTES_CARD = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "notes"}
+
+
+def test_a_note_is_added_edited_and_bookmarked_on_the_call_page_without_javascript(client, run, bob):
+    Membership.objects.create(project=run.project, user=bob, role="editor")
+    client.force_login(bob)
+    call = run.calls.get(seq=2)
+    back = {"back": "call", "call_seq": "2"}
+    response = client.post(f"/runs/{run.id}/review/add_note", {**back, "body": "<b>first</b> reading"})
+    assert response.status_code == 302 and response.url == f"/calls/{call.id}/#notes"
+    note = Note.objects.get()
+    assert (note.call_id, note.item_id, note.author) == (call.id, "", bob)
+    client.post(f"/runs/{run.id}/review/edit_note", {**back, "note_id": note.id, "body": "second reading"})
+    client.post(f"/runs/{run.id}/review/bookmark", back)
+    page = client.get(f"/calls/{call.id}/").content.decode()
+    card = page[page.index('id="notes"') :]
+    assert "second reading" in card and "History (1 earlier text)" in card
+    assert "&lt;b&gt;first&lt;/b&gt; reading" in card and "<b>first</b>" not in page
+    assert "until bob edited it at" in card and "★ Bookmarked" in card and "remove the bookmark" in card
+    assert "✎ 1 note · ★ bookmarked" in page
+    assert Bookmark.objects.get().call == call
+    client.post(f"/runs/{run.id}/review/unbookmark", back)
+    assert not Bookmark.objects.exists()
+
+
+def test_the_call_page_notes_card_answers_htmx_with_itself(client, run, alice):
+    client.force_login(alice)
+    call = run.calls.get(seq=1)
+    back = {"back": "call", "call_seq": "1"}
+    response = client.post(f"/runs/{run.id}/review/add_note", {**back, "body": "look"}, **NOTES_CARD)
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert body.lstrip().startswith("<section") and 'id="notes"' in body and "<html" not in body
+    assert "look" in body and 'hx-post="/runs/' in body
+    # A refused write says why inside the card, with the write's status.
+    empty = client.post(f"/runs/{run.id}/review/add_note", {**back, "body": "  "}, **NOTES_CARD)
+    assert empty.status_code == 400 and "body must be a non-empty string" in empty.content.decode()
+    assert Note.objects.filter(call=call).count() == 1
+
+
+def test_a_note_on_an_item_is_written_and_shown_on_the_item_page(client, run, alice):
+    client.force_login(alice)
+    item_id = run.calls.get(seq=1).full_items()[0]["id"]
+    back = {"back": "item", "item_id": item_id}
+    response = client.post(f"/runs/{run.id}/review/add_note", {**back, "body": "this one"})
+    assert response.status_code == 302 and response.url.endswith("#notes") and "/item?id=" in response.url
+    assert Note.objects.get().item_id == item_id
+    note = Note.objects.get()
+    fragment = client.post(
+        f"/runs/{run.id}/review/edit_note", {**back, "note_id": note.id, "body": "that one"}, **NOTES_CARD
+    ).content.decode()
+    assert "that one" in fragment and "History (1 earlier text)" in fragment and "this one" in fragment
+    page = client.get(response.url.removesuffix("#notes")).content.decode()
+    assert "that one" in page[page.index('id="notes"') :]
+
+
+def test_a_viewer_reads_the_notes_card_but_gets_no_form_and_cannot_post(client, run, alice, bob):
+    call = run.calls.get(seq=1)
+    Note.objects.create(project=run.project, run=run, call=call, author=alice, body="read me")
+    Membership.objects.create(project=run.project, user=bob, role="viewer")
+    client.force_login(bob)
+    page = client.get(f"/calls/{call.id}/").content.decode()
+    card = page[page.index('id="notes"') :]
+    assert "read me" in card and "you can read the notes, not write them" in card
+    assert "<form" not in card and "Not bookmarked." in card
+    back = {"back": "call", "call_seq": "1"}
+    assert client.post(f"/runs/{run.id}/review/add_note", {**back, "body": "x"}).status_code == 403
+    assert client.post(f"/runs/{run.id}/review/bookmark", back, **NOTES_CARD).status_code == 403
+
+
+def test_an_editor_may_edit_only_their_own_notes(client, run, alice, bob):
+    note = Note.objects.create(project=run.project, run=run, author=alice, body="alice's")
+    Membership.objects.create(project=run.project, user=bob, role="editor")
+    client.force_login(bob)
+    assert "edit_note" not in client.get(f"/runs/{run.id}/review").content.decode()
+    response = client.post(
+        f"/runs/{run.id}/review/edit_note", {"note_id": note.id, "body": "bob's"}, follow=True
+    )
+    assert "only the note&#x27;s author or an admin may change it" in response.content.decode()
+    note.refresh_from_db()
+    assert note.body == "alice's" and not note.revisions.exists()

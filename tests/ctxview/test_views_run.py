@@ -622,3 +622,20 @@ def test_run_level_findings_name_their_agent_escaped(client, alice, send):  # no
     body = client.get(f"/runs/{run.id}/panels/findings").content.decode()
     assert SCRIPT not in body
     assert "agent <code>&lt;script&gt;alert(1)&lt;/script&gt;</code>: billed" in body
+
+
+def test_the_overview_renders_its_panels_in_the_page_when_asked_for_a_browser_without_javascript(
+    viewer_client, inspect
+):
+    run = inspect.migration
+    plain = viewer_client.get(f"/runs/{run.id}/").content.decode()
+    assert f'href="/runs/{run.id}/?panels=server"' in plain and "Loading prompt cache per call…" in plain
+    page = viewer_client.get(f"/runs/{run.id}/?panels=server").content.decode()
+    assert "Loading" not in page and "the panels below were rendered by the server" in page
+    # The tables a reader needs without a chart: the breaks by cause, the findings, the calls.
+    assert "volatile_system_prompt" in page and "conflicting_versions" in page
+    assert page.count('class="panel-body"') == page.count('id="panel-') > 0
+    # Trace content stays escaped: the same templates as the panels' own answers.
+    hostile = viewer_client.get(f"/runs/{inspect.hostile.id}/?panels=server").content.decode()
+    assert "<script>alert(" not in hostile and "<img src=x" not in hostile
+    assert "&lt;script&gt;alert(" in hostile[hostile.index('id="panel-') :]

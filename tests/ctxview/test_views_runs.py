@@ -170,3 +170,48 @@ def test_filter_by_label_and_by_an_item_the_window_held(viewer_client, inspect):
     found = viewer_client.get(f"{URL}?hash={item['hash']}&label=postmortem")
     assert keys(found) == ["demo-order-service-timeout"]
     assert f'value="{item["hash"]}"' in found.content.decode()
+
+
+def test_each_row_links_to_its_last_turn_explained_and_its_costliest_cause_of_breaks(viewer_client, inspect):
+    response = viewer_client.get(URL)
+    rows = {run.key: run for run in response.context["runs"]}
+    migration, incident = rows["demo-migration-200-files"], rows["demo-incident-turn-40"]
+    assert incident.explain_url == f"/runs/{incident.id}/explain?turn=40"
+    # The migration's costliest cause is the time in its system prompt, first at call 31 (its one
+    # system_changed break, call 30, is a cause of its own).
+    group = migration.costliest_breaks
+    assert (group["cause"], group["first"]["seq"]) == ("volatile_system_prompt", 31)
+    first = inspect.migration.calls.get(seq=31)
+    assert group["first"]["url"] == f"/calls/{first.id}/"
+    every = [
+        call for call in inspect.migration.calls.all() if (call.analysis or {}).get("cache", {}).get("broke")
+    ]
+    of_cause = [call for call in every if call.analysis["cache"]["cause"] == "volatile_system_prompt"]
+    assert group["count"] == len(of_cause)
+    assert group["cost_usd"] == pytest.approx(sum(call.analysis["cache"]["cost_usd"] for call in of_cause))
+    assert group["tokens_rewritten"] == sum(call.analysis["cache"]["tokens_rewritten"] for call in of_cause)
+    page = response.content.decode()
+    assert f'href="/calls/{first.id}/"' in page and "volatile_system_prompt ×" in page
+    assert f'href="/runs/{incident.id}/explain?turn=40"' in page and "explain turn 40" in page
+    # Not filtered by what a window held: no row says where.
+    assert "held at call" not in page
+
+
+def test_a_run_found_by_what_its_window_held_links_to_the_first_call_that_held_it(viewer_client, inspect):
+    response = viewer_client.get(f"{URL}?source=src/api/billing.ts&version=v1")
+    (run,) = response.context["runs"]
+    seqs = [
+        call.seq
+        for call in inspect.migration.calls.order_by("seq")
+        if any(
+            item.get("source") == "src/api/billing.ts" and item.get("version") == "v1" for item in call.items
+        )
+    ]
+    first = inspect.migration.calls.get(seq=seqs[0])
+    assert run.held == {
+        "call_id": first.id,
+        "seq": seqs[0],
+        "item_id": "file:src/api/billing.ts@v1",
+        "url": f"/calls/{first.id}/",
+    }
+    assert f'<a class="held-at" href="/calls/{first.id}/"' in response.content.decode()

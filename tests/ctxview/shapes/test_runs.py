@@ -78,3 +78,24 @@ def test_what_the_window_held_maps_to_item_fields():
     )
     assert filters["held"] == {"id": "tool:search", "source": "src/api/billing.ts", "version": "v1"}
     assert filters["label"] == "x"
+
+
+def test_the_costliest_cause_of_breaks_comes_from_the_accounting():
+    def accounting(with_cache, by_cause):
+        return {"cost_usd": {"with_cache": with_cache}, "cache_breaks": {"by_cause": by_cause}}
+
+    by_cause = {
+        "history_rewritten": {"count": 50, "tokens_rewritten": 97_674, "cost_usd": 0.337},
+        "volatile_system_prompt": {"count": 29, "tokens_rewritten": 132_934, "cost_usd": 0.4586},
+    }
+    assert runs.costliest_breaks(accounting(1.46, by_cause)) == {
+        "cause": "volatile_system_prompt",
+        "count": 29,
+        "tokens_rewritten": 132_934,
+        "cost_usd": 0.4586,
+    }
+    # No price: the accounting's $0 per break is unknown, and the most tokens written again come first.
+    unpriced = {name: {**entry, "cost_usd": 0.0} for name, entry in by_cause.items()}
+    assert runs.costliest_breaks(accounting(None, unpriced))["cost_usd"] is None
+    assert runs.costliest_breaks(accounting(None, unpriced))["cause"] == "volatile_system_prompt"
+    assert runs.costliest_breaks(accounting(1.0, {})) is None and runs.costliest_breaks(None) is None
