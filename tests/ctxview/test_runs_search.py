@@ -40,6 +40,7 @@ def same_on_both(client, query: str) -> list[str]:
             "",
             [
                 HOSTILE_RUN,
+                "demo-research-brief",
                 "demo-order-service-timeout",
                 "demo-migration-200-files",
                 "demo-incident-turn-40",
@@ -96,4 +97,4 @@ def test_an_item_value_over_500_characters_is_refused_on_both(viewer_client, ins
 
 def test_a_far_offset_or_the_last_day_is_no_server_error_on_both(viewer_client, inspect):
     for query in ("since=2000-01-01T00:00:00%2B20:00", "until=9999-12-31T23:00:00-05:00"):
-        assert len(same_on_both(viewer_client, query)) == 4, query
+        assert len(same_on_both(viewer_client, query)) == 5, query
