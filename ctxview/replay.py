@@ -19,8 +19,10 @@ from ingest.analyse import call_input, config_for
 from ingest.models import Content, Run
 
 MAX_PROBES = 20
-# Window items a request may rebuild (about 10-20 µs each): the demo's 8 policies rebuild 20,000, three
-# windowed policies on a 1,000-call run 94,000; full history on a long run far more (the CLI has no cap).
+# Window items a request may rebuild: a policy rebuilds what changed in its window since the call before
+# (``recorded`` every call's whole window), so this grows with the run's stored items, never with their
+# square: the demo's 6 default policies rebuild 3,700, and 8 policies on a 1,000-call run 79,000 (the CLI
+# has no cap). A policy of several steps rebuilds its whole window on every call.
 MAX_REPLAYED_ITEMS = 1_000_000
 REGEX_SECONDS = 1.0  # per pattern, over the whole run's content
 CONTENT_CHUNK = 2000

@@ -17,7 +17,6 @@ from ctxview.shapes.plot import base_layout, config, plot_text
 from ctxview.views_common import bad_request, render_page, ui_view
 from ingest.models import Membership
 
-BOUNDED_DEFAULTS = ("recorded", "sliding_window:12", "user_verbatim:4")
 PALETTE = ("#1d2330", "#2f5bd3", "#c0392b", "#1e8449", "#b9770e", "#7d3c98", "#117a65", "#7f8c8d")
 
 
@@ -92,17 +91,10 @@ def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
     policies_text = ",".join(policy.spec for policy in policies)
     if shown and shown.spec not in [policy.spec for policy in policies]:
         policies.append(shown)
-    note = None
     try:
         result = replay_run(run, policies, at_turn, calls, keep_windows=[seq] if seq else [])
     except TooMuchWork as exc:
-        if request.GET.get("policies") or shown:
-            raise BadParameter(str(exc)) from None
-        # The default list on a long run: the full-history policies would take minutes; keep the rest.
-        policies = [policy for policy in policies if policy.spec in BOUNDED_DEFAULTS]
-        policies_text = ",".join(policy.spec for policy in policies)
-        note = f"{exc}. Shown: the default policies with a bounded window."
-        result = replay_run(run, policies, at_turn, calls)
+        raise BadParameter(str(exc)) from None
     by_spec = {entry["policy"]: entry for entry in result["policies"]}
     window = by_spec[shown.spec]["windows"].get(seq) if shown else None
     call_ids = dict(run.calls.filter(seq__isnull=False).values_list("seq", "id"))
@@ -123,7 +115,6 @@ def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "call_id": call_ids.get(seq),
         "can_edit": has_role(request.user, run.project, Membership.Role.EDITOR),
         "max_probes": MAX_PROBES,
-        "note": note,
     }
     return render_page(request, "ctxview/replay.html", context, regions=("page", "window"))
 
