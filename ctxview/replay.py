@@ -6,10 +6,12 @@ text or pattern. Regular expressions come from users and content from traces: pa
 the ``regex`` package with a time budget, so a pathological one answers "unknown", not a stuck worker.
 """
 
+import hashlib
 import time
 from collections.abc import Iterable, Sequence
 
 import regex
+from django.core.cache import cache
 
 from ctxcore.analysis import CallInput
 from ctxcore.replay import Policy, Probe, cheapest_keeping_all, parse, replay, standing_probes, text_hits
@@ -132,6 +134,7 @@ def replay_run(
     calls: Sequence[CallInput] | None = None,
     keep_windows: Iterable[int] = (),
     limited: bool = True,
+    probes_per_call: bool = False,
 ) -> dict:
     """The replay of a stored run: ``ctxcore.replay.replay`` plus its probes, content and cheapest policy."""
     calls = list(calls) if calls is not None else run_calls(run)
@@ -147,6 +150,7 @@ def replay_run(
         config=config_for(run.project),
         keep_windows=set(keep_windows),
         max_items=MAX_REPLAYED_ITEMS if limited else None,
+        probes_per_call=probes_per_call,
     )
     return {
         **result,
@@ -154,6 +158,29 @@ def replay_run(
         "probe_definitions": definitions,
         "cheapest_keeping_all": cheapest_keeping_all(result["policies"]),
     }
+
+
+def probe_presence(run: Run) -> dict:
+    """Where each probe of the run was in each recorded call (the presence map's probe rows): ``probes``
+    (their definitions), ``content`` (as ``probe_hits``) and ``calls``: per seq, each probe's place.
+
+    Kept in the cache until the run or its probes change: the presence map is on every overview."""
+    added = list(ProbeRow.objects.filter(run=run).order_by("id").values_list("id", "kind", "value"))
+    key = (
+        f"cv:presence-probes:{run.id}:{run.call_count}:{run.analysed_seq}:{run.updated_at.timestamp()}:"
+        + hashlib.sha256(repr(added).encode()).hexdigest()[:16]
+    )
+    found = cache.get(key)
+    if found is None:
+        result = replay_run(run, [parse("recorded")], limited=False, probes_per_call=True)
+        rows = result["policies"][0]["probes_per_call"]
+        found = {
+            "probes": result["probe_definitions"],
+            "content": result["content"],
+            "calls": {row["seq"]: row["places"] for row in rows},
+        }
+        cache.set(key, found, timeout=600)
+    return found
 
 
 def turn_probes(run: Run, turn: int) -> list[dict]:

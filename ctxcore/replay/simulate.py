@@ -315,6 +315,7 @@ class _Run:
     windows: "PolicyWindows | None" = None  # None: the policy starts from what each call held
     holdings: "Holdings | None" = None
     prices: dict = field(default_factory=dict)  # model -> its price (or None), looked up once
+    places: list = field(default_factory=list)  # (seq, each probe's place), when asked for
 
 
 def _copy(call: CallInput, **fields) -> CallInput:
@@ -421,6 +422,7 @@ def replay(
     keep_windows: Collection[int] = (),
     max_items: int | None = None,
     whole_windows: bool = False,
+    probes_per_call: bool = False,
 ) -> dict:
     """Each policy's calls and totals, and every probe at the query turn (default: the last turn).
 
@@ -428,7 +430,9 @@ def replay(
     the run has no content to search); ``keep_windows``: the seqs whose replayed windows to return;
     ``max_items``: raise ``TooMuchWork`` once the replay has rebuilt more window items than this (a
     policy rebuilds what changed in its window since the call before); ``whole_windows``: rebuild
-    every window whole from the pool instead (the reference the incremental windows are tested against)."""
+    every window whole from the pool instead (the reference the incremental windows are tested against);
+    ``probes_per_call``: each policy's result also says where every probe was at each call up to the
+    query turn (``probes_per_call``: ``[{"seq", "places": [Place.to_dict(), ...]}]``)."""
     hits = hits or {}
     ordered = sorted(calls, key=lambda call: call.seq)
     last_turn = max((call_turn(call) for call in ordered), default=0)
@@ -475,13 +479,21 @@ def replay(
             run.calls.append(_simulate_call(run, call, view, scale_up, config))
             if following:
                 _follow(run, call, probes, places)
+                if probes_per_call:
+                    run.places.append((call.seq, places))
             if call.seq in keep_windows:
                 windows[run.policy.spec][call.seq] = list(window)
     return {
         "at_turn": query_turn,
         "query_seq": query_seq,
         "last_turn": last_turn,
-        "policies": [_result(run, probes, windows[run.policy.spec]) for run in runs],
+        "policies": [
+            {
+                **_result(run, probes, windows[run.policy.spec]),
+                **({"probes_per_call": _places_per_call(run)} if probes_per_call else {}),
+            }
+            for run in runs
+        ],
     }
 
 
@@ -507,6 +519,10 @@ def _result(run: _Run, probes: Sequence[Probe], windows: dict[int, list[Slot]]) 
         "per_call": run.calls,
         "windows": windows,
     }
+
+
+def _places_per_call(run: _Run) -> list[dict]:
+    return [{"seq": seq, "places": [place.to_dict() for place in places]} for seq, places in run.places]
 
 
 def _probe_result(probe: Probe, track: _Track | None) -> dict:

@@ -284,3 +284,16 @@ def test_incremental_windows_give_what_whole_windows_give(operations, at_turn):
     incremental = _shapes(replay(*arguments, keep_windows=seqs))
     whole = _shapes(replay(*arguments, keep_windows=seqs, whole_windows=True))
     assert incremental == whole
+
+
+def test_probes_per_call_say_where_each_probe_was_at_every_call():
+    calls = _conversation(10, window=6)
+    probes = [Probe("item", "fact:shard"), Probe("text", "nowhere")]
+    [entry] = replay(calls, [parse("recorded")], probes, {"nowhere": None}, probes_per_call=True)["policies"]
+    rows = entry["probes_per_call"]
+    assert [row["seq"] for row in rows] == [call.seq for call in calls]
+    shard = [row["places"][0]["how"] for row in rows]
+    left = entry["probes"][0]["left_at_call"]
+    assert shard == ["absent"] * 2 + ["verbatim"] * (left - 3) + ["absent"] * (11 - left)
+    assert {row["places"][1]["how"] for row in rows} == {"unknown"}
+    assert "probes_per_call" not in replay(calls, [parse("recorded")], probes)["policies"][0]
