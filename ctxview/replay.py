@@ -15,6 +15,7 @@ from django.core.cache import cache
 
 from ctxcore.analysis import CallInput
 from ctxcore.replay import Policy, Probe, cheapest_keeping_all, parse, replay, standing_probes, text_hits
+from ctxcore.replay.policies import Slot, is_replayed
 from ctxcore.replay.probes import MAX_PROBE_LENGTH, PROBE_KINDS
 from ctxview.models import Probe as ProbeRow
 from ingest.analyse import call_input, config_for
@@ -53,15 +54,18 @@ def clean_probe(kind: object, value: object) -> tuple[str, str]:
     return str(kind), value
 
 
-def run_calls(run: Run) -> list[CallInput]:
-    """The run's numbered calls in order, as the analyses read them (without content)."""
+def run_calls(run: Run, up_to_seq: int | None = None) -> list[CallInput]:
+    """The run's numbered calls in order (up to ``up_to_seq``), as the analyses read them (without
+    content)."""
     fields = (
         "seq turn start_ns end_ns request_model response_model provider uncached cache_write cache_read "
         "output reasoning prompt_total usage_raw items excluded manifest_source budget tool_calls "
         "tool_definitions agent_name"
     ).split()
-    calls = run.calls.filter(seq__isnull=False).order_by("seq").only(*fields)
-    return [call_input(call) for call in calls]
+    calls = run.calls.filter(seq__isnull=False)
+    if up_to_seq is not None:
+        calls = calls.filter(seq__lte=up_to_seq)
+    return [call_input(call) for call in calls.order_by("seq").only(*fields)]
 
 
 def run_probes(run: Run, calls: Sequence[CallInput]) -> list[dict]:
@@ -181,6 +185,45 @@ def probe_presence(run: Run) -> dict:
         }
         cache.set(key, found, timeout=600)
     return found
+
+
+def window_rows(window: Sequence[Slot]) -> list[dict]:
+    """A replayed window's slots as table rows: what each holds and how (a stub or summary a replay made)."""
+    return [
+        {
+            "id": slot.item.id,
+            "kind": slot.item.kind,
+            "bucket": slot.item.bucket,
+            "tokens": slot.item.tokens,
+            "how": "summary (unknown contents)"
+            if not slot.known
+            else "stub"
+            if slot.replaces
+            else slot.item.mode,
+            "made": is_replayed(slot.item),
+            "replaces": len(slot.replaces),
+        }
+        for slot in window
+    ]
+
+
+def policy_window(run: Run, policy: Policy, seq: int) -> dict:
+    """The window ``policy`` gives call ``seq`` of the run (the call view's replay): its rows, the call's
+    replayed figures, where each probe is in it, and the items the run had held so far that it leaves
+    out (neither in it nor stood for by a stub or summary). Only the calls up to ``seq`` are read."""
+    calls = run_calls(run, up_to_seq=seq)
+    result = replay_run(run, [policy], calls=calls, keep_windows=[seq])
+    entry = result["policies"][0]
+    window = entry["windows"].get(seq, [])
+    held = {slot.item.id for slot in window} | {item.id for slot in window for item in slot.replaces}
+    seen = dict.fromkeys(item.id for call in calls for item in call.items)
+    return {
+        "policy": policy.spec,
+        "window": window_rows(window),
+        "figures": entry["per_call"][-1] if entry["per_call"] else None,
+        "probes": entry["probes"],
+        "left_out": [item_id for item_id in seen if item_id not in held],
+    }
 
 
 def turn_probes(run: Run, turn: int) -> list[dict]:

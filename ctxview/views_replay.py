@@ -8,11 +8,18 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from ctxcore.replay import DEFAULT_POLICIES, BadPolicy, TooMuchWork, parse, parse_list
-from ctxcore.replay.policies import is_replayed
 from ctxview.access import get_run_for_user, has_role
 from ctxview.models import Probe
 from ctxview.params import BadParameter, int_param
-from ctxview.replay import MAX_PROBES, ProbeError, clean_probe, last_turn, replay_run, run_calls
+from ctxview.replay import (
+    MAX_PROBES,
+    ProbeError,
+    clean_probe,
+    last_turn,
+    replay_run,
+    run_calls,
+    window_rows,
+)
 from ctxview.shapes.plot import base_layout, config, plot_text
 from ctxview.views_common import bad_request, render_page, ui_view
 from ingest.models import Membership
@@ -50,25 +57,6 @@ def _figure(policies: list[dict], key: str, how: str, title: str) -> dict:
     layout["yaxis"] = {"title": {"text": title}}
     layout["hovermode"] = "x unified"
     return {"data": data, "layout": layout, "config": config()}
-
-
-def _window_rows(window) -> list[dict]:
-    return [
-        {
-            "id": slot.item.id,
-            "kind": slot.item.kind,
-            "bucket": slot.item.bucket,
-            "tokens": slot.item.tokens,
-            "how": "summary (unknown contents)"
-            if not slot.known
-            else "stub"
-            if slot.replaces
-            else slot.item.mode,
-            "made": is_replayed(slot.item),
-            "replaces": len(slot.replaces),
-        }
-        for slot in window
-    ]
 
 
 @ui_view
@@ -111,8 +99,9 @@ def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "fig_cost": _figure(result["policies"], "cost_usd", "sum", "cost per turn (USD)"),
         "shown": shown.spec if shown else None,
         "seq": seq,
-        "window": _window_rows(window) if window is not None else None,
+        "window": window_rows(window) if window is not None else None,
         "call_id": call_ids.get(seq),
+        "query_call_id": call_ids.get(result["query_seq"]),
         "can_edit": has_role(request.user, run.project, Membership.Role.EDITOR),
         "max_probes": MAX_PROBES,
     }

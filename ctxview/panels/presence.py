@@ -414,7 +414,7 @@ class PresencePanel(Panel):
         result["modes"] = [
             {"name": name, "colour_class": f"mode-{name}", "help": help.MODES[name]} for name in MODE_CODES
         ]
-        result["probe_hows"] = [{"name": name, "colour_class": f"probe-{name}"} for name in PROBE_CODES]
+        result["probe_hows"] = [{"name": name, "colour_class": f"probe-how-{name}"} for name in PROBE_CODES]
         return result
 
     def summary(self, result: Mapping[str, Any]) -> str:
