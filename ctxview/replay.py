@@ -6,21 +6,26 @@ text or pattern. Regular expressions come from users and content from traces: pa
 the ``regex`` package with a time budget, so a pathological one answers "unknown", not a stuck worker.
 """
 
+import hashlib
 import time
 from collections.abc import Iterable, Sequence
 
 import regex
+from django.core.cache import cache
 
 from ctxcore.analysis import CallInput
 from ctxcore.replay import Policy, Probe, cheapest_keeping_all, parse, replay, standing_probes, text_hits
+from ctxcore.replay.policies import Slot, is_replayed
 from ctxcore.replay.probes import MAX_PROBE_LENGTH, PROBE_KINDS
 from ctxview.models import Probe as ProbeRow
 from ingest.analyse import call_input, config_for
 from ingest.models import Content, Run
 
 MAX_PROBES = 20
-# Window items a request may rebuild (about 10-20 µs each): the demo's 8 policies rebuild 20,000, three
-# windowed policies on a 1,000-call run 94,000; full history on a long run far more (the CLI has no cap).
+# Window items a request may rebuild: a policy rebuilds what changed in its window since the call before
+# (``recorded`` every call's whole window), so this grows with the run's stored items, never with their
+# square: the demo's 6 default policies rebuild 3,700, and 8 policies on a 1,000-call run 79,000 (the CLI
+# has no cap). A policy of several steps rebuilds its whole window on every call.
 MAX_REPLAYED_ITEMS = 1_000_000
 REGEX_SECONDS = 1.0  # per pattern, over the whole run's content
 CONTENT_CHUNK = 2000
@@ -49,15 +54,18 @@ def clean_probe(kind: object, value: object) -> tuple[str, str]:
     return str(kind), value
 
 
-def run_calls(run: Run) -> list[CallInput]:
-    """The run's numbered calls in order, as the analyses read them (without content)."""
+def run_calls(run: Run, up_to_seq: int | None = None) -> list[CallInput]:
+    """The run's numbered calls in order (up to ``up_to_seq``), as the analyses read them (without
+    content)."""
     fields = (
         "seq turn start_ns end_ns request_model response_model provider uncached cache_write cache_read "
         "output reasoning prompt_total usage_raw items excluded manifest_source budget tool_calls "
         "tool_definitions agent_name"
     ).split()
-    calls = run.calls.filter(seq__isnull=False).order_by("seq").only(*fields)
-    return [call_input(call) for call in calls]
+    calls = run.calls.filter(seq__isnull=False)
+    if up_to_seq is not None:
+        calls = calls.filter(seq__lte=up_to_seq)
+    return [call_input(call) for call in calls.order_by("seq").only(*fields)]
 
 
 def run_probes(run: Run, calls: Sequence[CallInput]) -> list[dict]:
@@ -130,6 +138,7 @@ def replay_run(
     calls: Sequence[CallInput] | None = None,
     keep_windows: Iterable[int] = (),
     limited: bool = True,
+    probes_per_call: bool = False,
 ) -> dict:
     """The replay of a stored run: ``ctxcore.replay.replay`` plus its probes, content and cheapest policy."""
     calls = list(calls) if calls is not None else run_calls(run)
@@ -145,12 +154,75 @@ def replay_run(
         config=config_for(run.project),
         keep_windows=set(keep_windows),
         max_items=MAX_REPLAYED_ITEMS if limited else None,
+        probes_per_call=probes_per_call,
     )
     return {
         **result,
         "content": content,
         "probe_definitions": definitions,
         "cheapest_keeping_all": cheapest_keeping_all(result["policies"]),
+    }
+
+
+def probe_presence(run: Run) -> dict:
+    """Where each probe of the run was in each recorded call (the presence map's probe rows): ``probes``
+    (their definitions), ``content`` (as ``probe_hits``) and ``calls``: per seq, each probe's place.
+
+    Kept in the cache until the run or its probes change: the presence map is on every overview."""
+    added = list(ProbeRow.objects.filter(run=run).order_by("id").values_list("id", "kind", "value"))
+    key = (
+        f"cv:presence-probes:{run.id}:{run.call_count}:{run.analysed_seq}:{run.updated_at.timestamp()}:"
+        + hashlib.sha256(repr(added).encode()).hexdigest()[:16]
+    )
+    found = cache.get(key)
+    if found is None:
+        result = replay_run(run, [parse("recorded")], limited=False, probes_per_call=True)
+        rows = result["policies"][0]["probes_per_call"]
+        found = {
+            "probes": result["probe_definitions"],
+            "content": result["content"],
+            "calls": {row["seq"]: row["places"] for row in rows},
+        }
+        cache.set(key, found, timeout=600)
+    return found
+
+
+def window_rows(window: Sequence[Slot]) -> list[dict]:
+    """A replayed window's slots as table rows: what each holds and how (a stub or summary a replay made)."""
+    return [
+        {
+            "id": slot.item.id,
+            "kind": slot.item.kind,
+            "bucket": slot.item.bucket,
+            "tokens": slot.item.tokens,
+            "how": "summary (unknown contents)"
+            if not slot.known
+            else "stub"
+            if slot.replaces
+            else slot.item.mode,
+            "made": is_replayed(slot.item),
+            "replaces": len(slot.replaces),
+        }
+        for slot in window
+    ]
+
+
+def policy_window(run: Run, policy: Policy, seq: int) -> dict:
+    """The window ``policy`` gives call ``seq`` of the run (the call view's replay): its rows, the call's
+    replayed figures, where each probe is in it, and the items the run had held so far that it leaves
+    out (neither in it nor stood for by a stub or summary). Only the calls up to ``seq`` are read."""
+    calls = run_calls(run, up_to_seq=seq)
+    result = replay_run(run, [policy], calls=calls, keep_windows=[seq])
+    entry = result["policies"][0]
+    window = entry["windows"].get(seq, [])
+    held = {slot.item.id for slot in window} | {item.id for slot in window for item in slot.replaces}
+    seen = dict.fromkeys(item.id for call in calls for item in call.items)
+    return {
+        "policy": policy.spec,
+        "window": window_rows(window),
+        "figures": entry["per_call"][-1] if entry["per_call"] else None,
+        "probes": entry["probes"],
+        "left_out": [item_id for item_id in seen if item_id not in held],
     }
 
 

@@ -7,8 +7,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from ctxcore import catalogue
+from ctxcore.replay import BadPolicy, parse
 from ctxcore.vocabulary import expand
-from ctxview import queries
+from ctxview import queries, replay
 from ctxview.access import get_call_for_user
 from ctxview.panels.cache import by_cause
 from ctxview.params import BadParameter, int_param
@@ -135,7 +136,24 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
         "call_count": run.call_count,
         **notes_region(request.user, run, call=call),
     }
+    context["replayed"] = _replayed(request, call)
     return render_page(request, "ctxview/call.html", context, regions=("page", "items"))
+
+
+def _replayed(request: HttpRequest, call: Call) -> dict | None:
+    """``?policy=<spec>``: the window that policy would have given this call (a replay, labelled so)."""
+    spec = (request.GET.get("policy") or "").strip()
+    if not spec:
+        return None
+    try:
+        policy = parse(spec)
+    except BadPolicy as exc:
+        raise BadParameter(f"policy: {exc}") from None
+    if call.seq is None:
+        raise BadParameter("this call has no place in the run yet, so no policy can be replayed to it")
+    replayed = replay.policy_window(call.run, policy, call.seq)
+    replayed["left_out_shown"] = replayed["left_out"][:ITEMS_SHOWN]
+    return replayed
 
 
 @ui_view

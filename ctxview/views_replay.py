@@ -8,17 +8,23 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from ctxcore.replay import DEFAULT_POLICIES, BadPolicy, TooMuchWork, parse, parse_list
-from ctxcore.replay.policies import is_replayed
 from ctxview.access import get_run_for_user, has_role
 from ctxview.models import Probe
 from ctxview.params import BadParameter, int_param
-from ctxview.replay import MAX_PROBES, ProbeError, clean_probe, last_turn, replay_run, run_calls
+from ctxview.replay import (
+    MAX_PROBES,
+    ProbeError,
+    clean_probe,
+    last_turn,
+    replay_run,
+    run_calls,
+    window_rows,
+)
 from ctxview.shapes.plot import base_layout, config, plot_text
 from ctxview.views_common import bad_request, render_page, ui_view
 from ctxview.writes import form_int
 from ingest.models import Membership
 
-BOUNDED_DEFAULTS = ("recorded", "sliding_window:12", "user_verbatim:4")
 PALETTE = ("#1d2330", "#2f5bd3", "#c0392b", "#1e8449", "#b9770e", "#7d3c98", "#117a65", "#7f8c8d")
 
 
@@ -54,25 +60,6 @@ def _figure(policies: list[dict], key: str, how: str, title: str) -> dict:
     return {"data": data, "layout": layout, "config": config()}
 
 
-def _window_rows(window) -> list[dict]:
-    return [
-        {
-            "id": slot.item.id,
-            "kind": slot.item.kind,
-            "bucket": slot.item.bucket,
-            "tokens": slot.item.tokens,
-            "how": "summary (unknown contents)"
-            if not slot.known
-            else "stub"
-            if slot.replaces
-            else slot.item.mode,
-            "made": is_replayed(slot.item),
-            "replaces": len(slot.replaces),
-        }
-        for slot in window
-    ]
-
-
 @ui_view
 def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_run_for_user(request.user, run_id)
@@ -93,17 +80,10 @@ def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
     policies_text = ",".join(policy.spec for policy in policies)
     if shown and shown.spec not in [policy.spec for policy in policies]:
         policies.append(shown)
-    note = None
     try:
         result = replay_run(run, policies, at_turn, calls, keep_windows=[seq] if seq else [])
     except TooMuchWork as exc:
-        if request.GET.get("policies") or shown:
-            raise BadParameter(str(exc)) from None
-        # The default list on a long run: the full-history policies would take minutes; keep the rest.
-        policies = [policy for policy in policies if policy.spec in BOUNDED_DEFAULTS]
-        policies_text = ",".join(policy.spec for policy in policies)
-        note = f"{exc}. Shown: the default policies with a bounded window."
-        result = replay_run(run, policies, at_turn, calls)
+        raise BadParameter(str(exc)) from None
     by_spec = {entry["policy"]: entry for entry in result["policies"]}
     window = by_spec[shown.spec]["windows"].get(seq) if shown else None
     call_ids = dict(run.calls.filter(seq__isnull=False).values_list("seq", "id"))
@@ -120,11 +100,11 @@ def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "fig_cost": _figure(result["policies"], "cost_usd", "sum", "cost per turn (USD)"),
         "shown": shown.spec if shown else None,
         "seq": seq,
-        "window": _window_rows(window) if window is not None else None,
+        "window": window_rows(window) if window is not None else None,
         "call_id": call_ids.get(seq),
+        "query_call_id": call_ids.get(result["query_seq"]),
         "can_edit": has_role(request.user, run.project, Membership.Role.EDITOR),
         "max_probes": MAX_PROBES,
-        "note": note,
     }
     return render_page(request, "ctxview/replay.html", context, regions=("page", "window"))
 

@@ -42,7 +42,28 @@ def cumulative_tokens(items: Sequence[Item]) -> list[int]:
     return cum
 
 
-def cached_extent(call: CallInput, prompt_tokens: int, minimum: int) -> int:
+class ListWindow:
+    """What the cache model reads of a call's items: their chain, prefix sums and last breakpoint.
+
+    The replay passes its own kind (``ctxcore.replay.tree``), which keeps every window of a policy in
+    one prefix tree, so a long window costs the cache model no more than what changed in it."""
+
+    def __init__(self, items: Sequence[Item]) -> None:
+        self.items = items
+        self.chain = prefix.chain(item.hash for item in items)
+        self.cum = cumulative_tokens(items)
+        breakpoints = [index for index, item in enumerate(items) if item.cache_breakpoint]
+        self.last_breakpoint = breakpoints[-1] if breakpoints else None
+
+    def common(self, other_chain: Sequence[str]) -> int:
+        """How many leading items this window shares with another window's chain."""
+        return prefix.common_prefix_length(self.chain, other_chain)
+
+    def triples(self) -> list[list]:
+        return [[item.id, item.hash, item.bucket] for item in self.items]
+
+
+def cached_extent(call: CallInput, prompt_tokens: int, minimum: int, last_breakpoint: int | None) -> int:
     """How many leading items this call left in the cache: up to its last breakpoint, or all of them."""
     usage = call.usage
     cached = (usage.cache_read or 0) > 0 or (usage.cache_write or 0) > 0
@@ -50,8 +71,7 @@ def cached_extent(call: CallInput, prompt_tokens: int, minimum: int) -> int:
         cached = prompt_tokens >= minimum
     if not cached:
         return 0
-    breakpoints = [index for index, item in enumerate(call.items) if item.cache_breakpoint]
-    return breakpoints[-1] + 1 if breakpoints else len(call.items)
+    return last_breakpoint + 1 if last_breakpoint is not None else len(call.items)
 
 
 def _area(bucket: str) -> str:
@@ -257,6 +277,7 @@ def analyse_cache(
     recent_limit: int,
     agents_kept: int = 8,
     fit: Mapping | None = None,
+    window: ListWindow | None = None,
 ) -> tuple[dict, list[dict]]:
     """Expected vs reported cache reads, the break (cause, invalidator, cost) if any, the new recent list.
 
@@ -264,10 +285,10 @@ def analyse_cache(
     own instructions and tools, so its own cache chain, and a handoff is never a break. ``fit`` is the
     run's calibration so far (``calibration.fit``): it turns our estimate into the provider's tokens.
     A read the call reports outranks every estimate: no prefix "below the minimum", no "expected 0"
-    against it.
+    against it. ``window``: the call's items as the cache model reads them (default: from ``call.items``).
     """
-    links = prefix.chain(item.hash for item in call.items)
-    cum = cumulative_tokens(call.items)
+    window = window if window is not None else ListWindow(call.items)
+    cum = window.cum
     scale = buckets["scale"]
     minimum = limits.minimum_cacheable(call.model)
     one_hour = limits.uses_one_hour_cache(call.usage_raw)
@@ -276,7 +297,7 @@ def analyse_cache(
     read_reported = (reported_read or 0) > 0
 
     own = [entry for entry in recent if entry["agent"] == call.agent]
-    shared = [(entry, prefix.common_prefix_length(links, entry["chain"])) for entry in own]
+    shared = [(entry, window.common(entry["chain"])) for entry in own]
     live = [
         (entry, min(length, entry["extent"]))
         for entry, length in shared
@@ -325,15 +346,17 @@ def analyse_cache(
     # the provider did cache, whatever our count of the prefix.
     cached_by_report = read_reported or (call.usage.cache_write or 0) > 0
     if cause is None and not cached_by_report:
-        breakpoints = [index for index, item in enumerate(call.items) if item.cache_breakpoint]
-        marked = calibration.calibrated(round(cum[breakpoints[-1] + 1] * scale), fit) if breakpoints else 0
+        breakpoint = window.last_breakpoint
+        marked = (
+            calibration.calibrated(round(cum[breakpoint + 1] * scale), fit) if breakpoint is not None else 0
+        )
         if reference is not None and not proven and 0 < prefix_tokens < minimum:
             cause, detail = BELOW_MINIMUM, {"prefix_tokens": prefix_tokens, "minimum": minimum}
-        elif breakpoints and 0 < marked < minimum:
-            cause, invalidator = BELOW_MINIMUM, call.items[breakpoints[-1]].id
+        elif breakpoint is not None and 0 < marked < minimum:
+            cause, invalidator = BELOW_MINIMUM, call.items[breakpoint].id
             detail = {"prefix_tokens": marked, "minimum": minimum}
 
-    extent = cached_extent(call, buckets["total"], minimum)
+    extent = cached_extent(call, buckets["total"], minimum, window.last_breakpoint)
     # Only this agent's expired chains leave: another agent's next call must still see its own expired
     # chain to say its cache expired (the bound on agents keeps the state small meanwhile).
     recent_after = [
@@ -352,9 +375,9 @@ def analyse_cache(
             "ceiling": _ceiling(call),
             "proven": (call.usage.cache_read or 0) + (call.usage.cache_write or 0) > 0,
             "scale": scale,
-            "chain": links,
+            "chain": window.chain,
             "cum": cum,
-            "items": [[item.id, item.hash, item.bucket] for item in call.items],
+            "items": window.triples(),
         }
         recent_after = [entry, *recent_after]
     broke = cause not in (None, BELOW_MINIMUM)

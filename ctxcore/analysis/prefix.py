@@ -13,10 +13,10 @@ from collections.abc import Iterable, Sequence
 LINK_BYTES = 8
 
 
-def chain(item_hashes: Iterable[str]) -> list[str]:
-    """The chained hash after each item: ``chain[i]`` covers items ``0..i``."""
+def chain(item_hashes: Iterable[str], previous: str = "") -> list[str]:
+    """The chained hash after each item: ``chain[i]`` covers items ``0..i`` (continued from the link
+    ``previous`` covering items before them, if given)."""
     links = []
-    previous = ""
     for item_hash in item_hashes:
         previous = hashlib.blake2b(f"{previous}|{item_hash}".encode(), digest_size=LINK_BYTES).hexdigest()
         links.append(previous)

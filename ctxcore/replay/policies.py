@@ -13,7 +13,9 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from itertools import chain
 
+from ctxcore.analysis import prefix
 from ctxcore.vocabulary import STANDING_KINDS, Item, digest
 
 HEAD_BUCKETS = ("system", "tools", "memory")
@@ -37,6 +39,7 @@ class Slot:
     # Whether it is known what the slot keeps of ``replaces``: a stub keeps a pointer; a summary a
     # model would have written keeps something no replay can know without asking the model.
     known: bool = True
+    fold: str = ""  # a summary: the chained hash of the items it replaced (``prefix.chain``)
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,11 @@ def is_user_message(item: Item) -> bool:
 
 def is_tool_result(item: Item) -> bool:
     return item.kind == "tool_result" or item.bucket == "tool_results"
+
+
+def is_pinned(item: Item) -> bool:
+    """What ``pin_end`` moves: pinned items, facts and rules."""
+    return item.pinned or item.kind in STANDING_KINDS
 
 
 Window = list[Slot]
@@ -117,7 +125,7 @@ def elide(window: Window, moment: Moment, turns: int) -> Window:
 
 def pin_end(window: Window, moment: Moment) -> Window:
     """Pinned items, facts and rules moved to the end of the window, in their order."""
-    pinned = [slot.item.pinned or slot.item.kind in STANDING_KINDS for slot in window]
+    pinned = [is_pinned(slot.item) for slot in window]
     return [slot for slot, moved in zip(window, pinned, strict=True) if not moved] + [
         slot for slot, moved in zip(window, pinned, strict=True) if moved
     ]
@@ -133,14 +141,21 @@ def compaction(window: Window, moment: Moment, every: int, tokens: int = DEFAULT
     ]
     if not old:
         return list(window)
-    replaced = tuple(item for index in old for item in (window[index].replaces or (window[index].item,)))
+    parts = [window[index].replaces or (window[index].item,) for index in old]
+    replaced = tuple(chain.from_iterable(parts))
+    # The summary's identity: a chained hash of what it replaced, continued from the summary before
+    # when that one comes first (the same value either way; a replay folds each item in only once).
+    first = window[old[0]]
+    start, rest = (first.fold, parts[1:]) if first.fold else ("", parts)
+    links = prefix.chain([item.hash for item in chain.from_iterable(rest)], start)
+    fold = links[-1] if links else start
     text = f"[summary of turns 1-{upto}, {tokens} tokens]"
     summary = Slot(
         Item(
             id=f"replay:summary:1-{upto}",
             kind="summary",
             bucket="summary",
-            hash=digest(f"{text}|{'|'.join(item.hash for item in replaced)}"),
+            hash=digest(f"{text}|{fold}"),
             position=0,
             role="user",
             tokens=tokens,
@@ -151,6 +166,7 @@ def compaction(window: Window, moment: Moment, every: int, tokens: int = DEFAULT
         ),
         replaces=replaced,
         known=False,
+        fold=fold,
     )
     gone = set(old)
     before = [slot for index, slot in enumerate(window[: old[0]]) if index not in gone]

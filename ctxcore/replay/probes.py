@@ -79,25 +79,38 @@ def _how_of(item: Item) -> str:
     return "summary" if item.mode in ("summary", "excerpt") else "stub"
 
 
+def holds(probe: Probe, item: Item, hits: Collection[str] | None) -> bool:
+    return item.id == probe.value if probe.kind == "item" else item.hash in hits  # type: ignore[operator]
+
+
+def how_held(
+    probe: Probe, slot: Slot, hits: Collection[str] | None, in_replaced: bool | None = None
+) -> str | None:
+    """How one slot holds the probe (None: it does not): verbatim, only in a summary or excerpt, only as
+    a stub, or unknown (inside a summary nobody has read). ``hits``: see ``locate``; ``in_replaced``:
+    whether an item the slot replaced holds it, when the caller knows."""
+    if not slot.replaces:
+        return _how_of(slot.item) if holds(probe, slot.item, hits) else None
+    if in_replaced is None:
+        in_replaced = any(holds(probe, item, hits) for item in slot.replaces)
+    if in_replaced:
+        return ("stub" if slot.item.mode == "reference" else "summary") if slot.known else "unknown"
+    return None
+
+
 def locate(
     probe: Probe, window: Sequence[Slot], hits: Collection[str] | None, with_share: bool = True
 ) -> Place:
     """Where the probe is in the window: verbatim, only in a summary or excerpt, only as a stub, unknown
-    (inside a summary nobody has read, or no content to search), or absent."""
+    (inside a summary nobody has read, or no content to search), or absent. ``hits``: for a text or
+    regex probe, the content hashes holding it (None: no content to search)."""
     if probe.kind != "item" and hits is None:
         return Place("unknown")
-
-    def holds(item: Item) -> bool:
-        return item.id == probe.value if probe.kind == "item" else item.hash in hits  # type: ignore[operator]
-
     best: tuple[int, Place] | None = None
     shares: list[tuple[float, float]] | None = None
     for index, slot in enumerate(window):
-        if holds(slot.item) and not slot.replaces:
-            how = _how_of(slot.item)
-        elif any(holds(item) for item in slot.replaces):
-            how = ("stub" if slot.item.mode == "reference" else "summary") if slot.known else "unknown"
-        else:
+        how = how_held(probe, slot, hits)
+        if how is None:
             continue
         rank = HOW.index(how)
         if best is None or rank < best[0]:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
+from ctxcore.vocabulary import STANDING_KINDS
 from ctxview.panels.base import Panel
 from ctxview.params import BadParameter, int_param
 from ctxview.shapes import help, palette
@@ -25,6 +26,9 @@ LABEL_CHARS = 44
 MODE_CODES = {"verbatim": 1, "excerpt": 2, "summary": 3, "reference": 4}
 EXCLUDED = 5
 CODE_NAMES = {1: "verbatim", 2: "excerpt", 3: "summary", 4: "reference", 5: "excluded"}
+# A probe's cells (its own trace and colours): where the call held it; absent is drawn, not a gap.
+PROBE_CODES = {how: code for code, how in enumerate(palette.PROBE_HOW, start=1)}
+PROBE_MARK = "◆ "
 
 
 def index(manifests: Iterable[tuple[int, int | None, Sequence[Mapping], Sequence[Mapping], str]]) -> dict:
@@ -88,8 +92,10 @@ def presence(
     query: str = "",
     max_columns: int = MAX_COLUMNS,
     item_base: str = "",
+    probes: Mapping[str, Any] | None = None,
 ) -> dict:
-    """The rows and binned columns to draw, from ``index``; ``flagged`` ids (from findings) come first."""
+    """The rows and binned columns to draw, from ``index``; ``flagged`` ids (from findings) come first;
+    ``probes`` (``ctxview.replay.probe_presence``) adds a row per probe above the items."""
     flagged = set(flagged)
     seqs = built["seqs"]
     candidates = [
@@ -120,13 +126,14 @@ def presence(
     size = max(1, -(-len(seqs) // max_columns))
     columns = [(start, min(start + size, len(seqs)) - 1) for start in range(0, len(seqs), size)]
     x = [seqs[last] for _, last in columns]
+    seen_labels: set[str] = set()
+    probe_rows = _probe_rows(probes, seqs, columns, seen_labels) if probes else []
     z: list[list[int | None]] = []
     # Hover text as an index into a table of distinct labels: a few dozen strings instead of one per cell
     # (plots.js expands it before drawing).
     cells: list[list[int]] = []
     table: dict[str, int] = {}
     labels, links, groups = [], [], []
-    seen_labels: set[str] = set()
     for item_id, entry in chosen:
         row_z: list[int | None] = [None] * len(columns)
         row_cells = [-1] * len(columns)
@@ -167,7 +174,39 @@ def presence(
         "gaps": [{"before": before, "count": count} for before, count in sorted(gaps.items())],
         "derived": built["derived"],
         "query": query,
+        "probe_rows": probe_rows,
     }
+
+
+def _probe_label(probe: Mapping) -> str:
+    value = probe["value"]
+    return {"text": f"“{value}”", "regex": f"/{value}/"}.get(probe["kind"], value)
+
+
+def _probe_rows(
+    probes: Mapping[str, Any], seqs: list[int], columns: list[tuple[int, int]], seen: set[str]
+) -> list[dict]:
+    """Per probe, where each column's (last) call held it, from the recorded replay's places."""
+    rows = []
+    for number, probe in enumerate(probes["probes"]):
+        z: list[int | None] = []
+        text: list[str] = []
+        for start, last in columns:
+            places = probes["calls"].get(seqs[last])
+            if not places:
+                z.append(None)
+                text.append("")
+                continue
+            place = places[number]
+            z.append(PROBE_CODES[place["how"]])
+            calls = (
+                f"call {seqs[last]}" if start == last else f"calls {seqs[start]}–{seqs[last]}, at the last"
+            )
+            where = f" in {place['item_id']}" if place["item_id"] else ""
+            text.append(plot_text(f"{calls}: {place['how']}{where}"))
+        label = _probe_label(probe)
+        rows.append({"label": _label(PROBE_MARK + label, seen), "z": z, "text": text})
+    return rows
 
 
 def _label(item_id: str, seen: set[str]) -> str:
@@ -200,7 +239,8 @@ def figure(result: Mapping[str, Any]) -> dict:
     colorscale = []
     for index, colour in enumerate(steps):
         colorscale += [[index / len(steps), colour], [(index + 1) / len(steps), colour]]
-    rows = len(result["labels"])
+    probe_rows = result.get("probe_rows") or []
+    rows = len(result["labels"]) + len(probe_rows)
     data = [
         {
             "type": "heatmap",
@@ -219,6 +259,9 @@ def figure(result: Mapping[str, Any]) -> dict:
             else "%{y}<br>%{text}<extra></extra>",
         }
     ]
+    # data[0] stays the items' trace (plots.js expands its cells); the probes' rows are drawn above.
+    if probe_rows:
+        data.append(_probe_trace(result, probe_rows))
     layout = base_layout()
     layout["height"] = 90 + (15 if rows <= 60 else 11) * max(rows, 4)
     layout["margin"] = {"l": 280, "r": 110, "t": 10, "b": 40}
@@ -230,6 +273,13 @@ def figure(result: Mapping[str, Any]) -> dict:
         "automargin": False,
     }
     shapes, annotations = [], []
+    if probe_rows:
+        # The probes on an axis of their own above the items' (two heatmaps on one category axis do not
+        # draw), which also sets them apart as a band.
+        share = min(0.5, (len(probe_rows) + 0.5) / (rows + 0.5))
+        layout["yaxis"]["domain"] = [0, 1 - share]
+        layout["yaxis2"] = {**layout["yaxis"], "domain": [1 - share + 6 / layout["height"], 1]}
+        annotations.append({**_group_label("probes", (len(probe_rows) - 1) / 2, "#127a3c"), "yref": "y2"})
     for group in result["groups"]:
         if group["start"]:
             shapes.append(
@@ -244,18 +294,9 @@ def figure(result: Mapping[str, Any]) -> dict:
                     "line": {"color": "#1d2330", "width": 1},
                 }
             )
-        annotations.append(
-            {
-                "xref": "paper",
-                "x": 1.01,
-                "xanchor": "left",
-                "yref": "y",
-                "y": group["start"] + (group["count"] - 1) / 2,
-                "text": plot_text(group["bucket"]),
-                "showarrow": False,
-                "font": {"size": 11, "color": palette.BUCKETS.get(group["bucket"], "#6b7385")},
-            }
-        )
+        middle = group["start"] + (group["count"] - 1) / 2
+        colour = palette.BUCKETS.get(group["bucket"], "#6b7385")
+        annotations.append(_group_label(group["bucket"], middle, colour))
     for gap in result.get("gaps") or ():
         y = gap["before"] - 0.5
         shapes.append(
@@ -294,6 +335,43 @@ def figure(result: Mapping[str, Any]) -> dict:
     }
 
 
+def _group_label(name: str, y: float, colour: str) -> dict:
+    return {
+        "xref": "paper",
+        "x": 1.01,
+        "xanchor": "left",
+        "yref": "y",
+        "y": y,
+        "text": plot_text(name),
+        "showarrow": False,
+        "font": {"size": 11, "color": colour},
+    }
+
+
+def _probe_trace(result: Mapping[str, Any], probe_rows: list[dict]) -> dict:
+    colours = list(palette.PROBE_HOW.values())
+    colorscale = []
+    for index, colour in enumerate(colours):
+        colorscale += [[index / len(colours), colour], [(index + 1) / len(colours), colour]]
+    return {
+        "type": "heatmap",
+        "name": "probes",
+        "yaxis": "y2",
+        "x": result["x"],
+        "y": [row["label"] for row in probe_rows],
+        "z": [row["z"] for row in probe_rows],
+        "text": [row["text"] for row in probe_rows],
+        "zmin": 0.5,
+        "zmax": len(colours) + 0.5,
+        "colorscale": colorscale,
+        "showscale": False,
+        "xgap": 1 if result["columns"] <= 120 else 0,
+        "ygap": 3,  # thicker gaps than the items' rows: the probes read as their own band
+        "hoverongaps": False,
+        "hovertemplate": "probe %{y}<br>%{text}<extra></extra>",
+    }
+
+
 class PresencePanel(Panel):
     """Which items were in which calls, how, and why the excluded ones were left out."""
 
@@ -308,17 +386,26 @@ class PresencePanel(Panel):
         return {"rows": rows, "q": text}
 
     def load(self, run, params: Mapping[str, Any]) -> dict:
-        from ctxview import queries
+        from ctxview import queries, replay
 
+        built = queries.presence_index(run, index)
+        # The recorded replay follows the probes only when the run has some: facts, rules or added ones.
+        followed = any(entry["kind"] in STANDING_KINDS for entry in built["items"].values())
         return {
-            "index": queries.presence_index(run, index),
+            "index": built,
             "flagged": queries.flagged_items(run),
             "item_base": queries.item_url(run.id, ""),
+            "probes": replay.probe_presence(run) if followed or run.probes.exists() else None,
         }
 
     def compute(self, data: Mapping[str, Any], params: Mapping[str, Any]) -> dict:
         result = presence(
-            data["index"], data["flagged"], params["rows"], params["q"], item_base=data["item_base"]
+            data["index"],
+            data["flagged"],
+            params["rows"],
+            params["q"],
+            item_base=data["item_base"],
+            probes=data.get("probes"),
         )
         result["figure"] = figure(result) if result["rows"] else None
         # One step shows every hidden item when few are left out, up to the ceiling.
@@ -327,6 +414,7 @@ class PresencePanel(Panel):
         result["modes"] = [
             {"name": name, "colour_class": f"mode-{name}", "help": help.MODES[name]} for name in MODE_CODES
         ]
+        result["probe_hows"] = [{"name": name, "colour_class": f"probe-how-{name}"} for name in PROBE_CODES]
         return result
 
     def summary(self, result: Mapping[str, Any]) -> str:

@@ -24,7 +24,9 @@ CHARTS = {
     "presence": "Items (rows, grouped by bucket) across calls (columns): coloured by how each call "
     "included the item, red where the call excluded it (hover for the reason), blank where it was "
     "absent. Long runs are binned: a column then covers several calls and shows the last call's state. "
-    "Click a row to see that item's whole life.",
+    "Click a row to see that item's whole life. The rows above the items are the run's probes (its facts "
+    "and rules, and what people follow on the Replay page): where each call held it, verbatim, only in a "
+    "summary, only as a stub, absent, or unknown (no content to search).",
     "calls": "The calls of the run in order, with their usage and cache outcome.",
 }
 

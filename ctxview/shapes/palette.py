@@ -32,6 +32,14 @@ MODES = {
 }
 EXCLUDED = "#d0433a"
 ABSENT = "#f1f3f6"
+# Where a probe is in a window (presence map): not the items' modes, so probe rows read apart.
+PROBE_HOW = {
+    "verbatim": "#127a3c",
+    "summary": "#e0a03a",
+    "stub": "#7d5a3c",
+    "absent": "#f3c1bd",
+    "unknown": "#c9ced8",
+}
 
 CACHE = {"uncached": "#9aa3b2", "cache_write": "#e0a03a", "cache_read": "#3f9a8c"}
 BREAK = "#d0433a"

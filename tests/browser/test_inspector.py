@@ -123,6 +123,15 @@ def test_from_the_runs_list_to_the_turn_40_fact(live_server, browser_page, alice
     assert len(breaks) == 51
     presence = page.evaluate("document.getElementById('plot-presence').data[0]")
     assert presence["type"] == "heatmap" and "fact:affected-shard" in presence["y"]
+    # The probes are rows of their own, drawn above the items in their own colours.
+    probes = page.evaluate("document.getElementById('plot-presence').data[1]")
+    assert probes["name"] == "probes" and "◆ fact:affected-shard" in probes["y"]
+    ticks = "(name) => [...document.querySelectorAll(`#plot-presence .${name} text`)].map(t => t.textContent)"
+    assert sorted(page.evaluate(ticks, "y2tick")) == sorted(probes["y"])
+    assert not any(label.startswith("◆") for label in page.evaluate(ticks, "ytick"))
+    top = "(name) => document.querySelector(`#plot-presence .${name}`).getBoundingClientRect().top"
+    assert page.evaluate(top, "y2tick") < page.evaluate(top, "ytick")
+    assert page.locator("#presence-probe-legend").is_visible()
     findings = page.evaluate(TRACES, "plot-findings")
     assert findings[-2:] == ["bookmark", "note"]
     assert page.evaluate("document.getElementById('plot-findings').data.at(-1).x") == [drop.seq]

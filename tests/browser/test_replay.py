@@ -1,9 +1,11 @@
 """The Replay page in a real browser, on the demo incident run: the policies table as a reader sees it,
 the cheapest policy that keeps every probe, a text probe added through the page, a policy's window."""
 
+import re
 from io import StringIO
 
 from django.core.management import call_command
+from playwright.sync_api import expect
 
 from ingest.models import Run
 from tests.browser.conftest import login, screenshot, settle
@@ -72,4 +74,19 @@ def test_replay_of_the_incident_run_reads_like_the_article(live_server, browser_
     assert page.evaluate("window.stillTheSamePage") is True
     ids = [text.strip() for text in page.locator("#window tbody td.item-id").all_text_contents()]
     assert "fact:affected-shard" not in ids and "msg:t37:answer" in ids
+
+    # The same policy's window in the call view, labelled as a replay.
+    page.click("tr[data-policy='user_verbatim:4'] a.call-view")
+    page.wait_for_url(re.compile(r"/calls/\d+/\?policy=user_verbatim%3A4$"))
+    section = page.locator("#policy-window")
+    expect(section.locator("h2")).to_contain_text("Replayed under user_verbatim:4")
+    assert "replay, not what was sent" in section.locator("h2").inner_text()
+    rows = section.locator("table.replay-probes tbody tr")
+    here = {
+        row.locator("td").nth(0).inner_text(): row.locator("td").nth(1).inner_text() for row in rows.all()
+    }
+    assert here["fact:affected-shard"] == "verbatim" and here["pay-shard-7"] == "verbatim"
+    assert "fact:affected-shard" in section.locator("table.replay-window").inner_text()
+    assert page.locator("h1").inner_text().startswith("Call 57")  # the recorded call's page around it
+    screenshot(section, "call-replay")
     assert page.console.errors == []

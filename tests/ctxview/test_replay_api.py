@@ -254,12 +254,14 @@ def test_a_run_without_captured_content_says_so_instead_of_guessing(live_server,
 def test_a_replay_past_the_item_budget_is_a_400_that_says_so(viewer_client, inspect, monkeypatch):
     from ctxview import replay
 
-    monkeypatch.setattr(replay, "MAX_REPLAYED_ITEMS", 6000)
+    monkeypatch.setattr(replay, "MAX_REPLAYED_ITEMS", 600)
     response = _replay(viewer_client, inspect.incident, "policies=full,pin_end,elide:4")
     assert response.status_code == 400
     assert response.json()["error"].startswith(
-        "replaying this run under these policies rebuilds more than 6,000"
+        "replaying this run under these policies rebuilds more than 600"
     )
+    # Full history rebuilds only what each call added.
+    assert _replay(viewer_client, inspect.incident, "policies=full").status_code == 200
 
 
 def test_a_turn_past_the_last_is_read_at_the_last_and_the_answer_says_so(viewer_client, inspect):

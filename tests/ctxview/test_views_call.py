@@ -226,3 +226,72 @@ def test_a_break_says_what_its_cause_cost_over_the_whole_run(viewer_client, insp
     assert "in all" in body and "Every cause on the run" in body
     # A call that broke nothing sums nothing.
     assert viewer_client.get(f"/calls/{call_at(inspect.migration, 2).id}/").context["cause_total"] is None
+
+
+# --- A policy's window in the call view (?policy=spec) --------------------------------------------
+
+
+def test_a_policys_window_in_the_call_view_is_labelled_a_replay_and_says_what_it_keeps(
+    viewer_client, inspect
+):
+    from ctxcore.replay import parse
+    from ctxview.replay import replay_run, window_rows
+
+    run = inspect.incident
+    last = run.calls.filter(seq__isnull=False).order_by("-seq").first()
+    sliding = viewer_client.get(f"/calls/{last.id}/?policy=sliding_window:12")
+    assert sliding.status_code == 200
+    body = sliding.content.decode()
+    assert "Replayed under <code>sliding_window:12</code>" in body and "replay, not what was sent" in body
+    replayed = sliding.context["replayed"]
+    expected = replay_run(run, [parse("sliding_window:12")], keep_windows=[last.seq])["policies"][0]
+    assert replayed["window"] == window_rows(expected["windows"][last.seq])
+    assert replayed["figures"] == expected["per_call"][-1]
+    probes = {probe["probe"]: probe["how"] for probe in replayed["probes"]}
+    assert probes["fact:affected-shard"] == "absent" and "fact:affected-shard" in replayed["left_out"]
+    # The recorded call's own figures stay on the page beside the replay.
+    assert sliding.context["call"].id == last.id and sliding.context["table"]["rows"]
+
+    verbatim = viewer_client.get(f"/calls/{last.id}/?policy=user_verbatim:4").context["replayed"]
+    assert {probe["probe"]: probe["how"] for probe in verbatim["probes"]}["fact:affected-shard"] == "verbatim"
+    elided = viewer_client.get(f"/calls/{last.id}/?policy=elide:4").context["replayed"]
+    stubs = [row for row in elided["window"] if row["how"] == "stub"]
+    assert stubs and all(row["made"] and row["replaces"] == 1 and row["tokens"] == 12 for row in stubs)
+    # What a stub stands for is not left out.
+    assert not {row["id"] for row in stubs} & set(elided["left_out"])
+    summary = viewer_client.get(f"/calls/{last.id}/?policy=compaction:10").context["replayed"]
+    assert [row["how"] for row in summary["window"] if row["made"]] == ["summary (unknown contents)"]
+    assert 'id="policy-window"' not in viewer_client.get(f"/calls/{last.id}/").content.decode()
+    assert viewer_client.get(f"/calls/{last.id}/").context["replayed"] is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("window:3", "policy: unknown policy &#x27;window&#x27;"),
+        ("sliding_window", "policy: sliding_window is written sliding_window:N"),
+        ("turns:5-2", "policy: turns is written turns:A-B with 1 &lt;= A &lt;= B"),
+        ("full+recorded", "policy: recorded and full can only start a policy"),
+    ],
+)
+def test_a_bad_policy_in_the_call_view_is_a_400_that_says_why(viewer_client, inspect, spec, message):
+    call = call_at(inspect.incident, 3)
+    response = viewer_client.get(f"/calls/{call.id}/", {"policy": spec})
+    assert response.status_code == 400 and message in response.content.decode()
+
+
+def test_a_replayed_window_of_hostile_content_stays_text(viewer_client, inspect):
+    call = call_at(inspect.hostile, 2)
+    response = viewer_client.get(f"/calls/{call.id}/?policy=full")
+    assert response.status_code == 200 and response.context["replayed"]["window"]
+    body = response.content.decode()
+    assert SCRIPT not in body and IMG not in body
+
+
+def test_the_replay_pages_policy_rows_link_to_the_call_view(viewer_client, inspect):
+    run = inspect.incident
+    page = viewer_client.get(f"/runs/{run.id}/replay?policies=recorded,elide:4")
+    last = run.calls.filter(seq__isnull=False).order_by("-seq").first()
+    body = page.content.decode()
+    assert f'href="/calls/{last.id}/?policy=elide%3A4"' in body
+    assert f'href="/calls/{last.id}/?policy=recorded"' in body

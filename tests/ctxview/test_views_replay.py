@@ -132,19 +132,13 @@ def test_explain_this_turn_says_where_each_probe_is(viewer_client, inspect):
     )
 
 
-def test_on_a_run_too_long_for_every_default_policy_the_page_keeps_the_bounded_ones(
-    viewer_client, inspect, monkeypatch
-):
+def test_a_replay_past_the_item_budget_is_a_400_that_says_so(viewer_client, inspect, monkeypatch):
     from ctxview import replay
 
-    monkeypatch.setattr(replay, "MAX_REPLAYED_ITEMS", 6000)
+    monkeypatch.setattr(replay, "MAX_REPLAYED_ITEMS", 600)
     response = viewer_client.get(f"/runs/{inspect.incident.id}/replay")
-    assert response.status_code == 200
-    assert [row["policy"] for row in response.context["rows"]] == [
-        "recorded",
-        "sliding_window:12",
-        "user_verbatim:4",
-    ]
-    assert "more than 6,000 window items" in response.content.decode()
-    asked = viewer_client.get(f"/runs/{inspect.incident.id}/replay?policies=full,pin_end,elide:4")
-    assert asked.status_code == 400 and "more than 6,000 window items" in asked.content.decode()
+    assert response.status_code == 400 and "more than 600 window items" in response.content.decode()
+    # Full history and pin_end rebuild only what each call added.
+    asked = viewer_client.get(f"/runs/{inspect.incident.id}/replay?policies=full,pin_end")
+    assert asked.status_code == 200
+    assert [row["policy"] for row in asked.context["rows"]] == ["full", "pin_end"]

@@ -10,8 +10,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from ctxcore.replay import parse
 from ctxview import queries
 from ctxview.models import Bookmark, Label, Note
+from ctxview.panels import presence
+from ctxview.replay import replay_run
 from ingest.models import Call, Run
 from tests import factories
 from tests.ctxview import ui_fixtures
@@ -169,6 +172,29 @@ def test_the_presence_panel_is_bounded_and_filterable(viewer_client, inspect):
     filtered = figure(viewer_client.get(f"{url}?q=fact"), "fig-presence")
     assert filtered["data"][0]["y"] == ["fact:affected-shard"]
     assert b"No item id contains" in viewer_client.get(f"{url}?q=zzz").content
+
+
+def test_the_presence_map_has_a_row_per_probe_from_the_recorded_replay(viewer_client, inspect):
+    from ctxview.models import Probe
+
+    run = inspect.incident
+    Probe.objects.create(project=run.project, run=run, kind="text", value="pay-shard-7")
+    response = viewer_client.get(f"/runs/{run.id}/panels/presence")
+    data = figure(response, "fig-presence")
+    probes = data["data"][1]
+    assert probes["name"] == "probes" and probes["y"][-1] == "◆ “pay-shard-7”"
+    assert "◆ fact:affected-shard" in probes["y"] and "◆ rule:ticket-owner" in probes["y"]
+    assert probes["yaxis"] == "y2" and data["layout"]["yaxis2"]["domain"][1] == 1
+    codes = presence.PROBE_CODES
+    shard = probes["z"][probes["y"].index("◆ fact:affected-shard")]
+    left = shard.index(codes["verbatim"]) + shard[shard.index(codes["verbatim"]) :].index(codes["absent"])
+    # The column where the fact left is the call the recorded replay says it left at.
+    replayed = replay_run(run, [parse("recorded")])["policies"][0]
+    [fact] = [probe for probe in replayed["probes"] if probe["probe"] == "fact:affected-shard"]
+    assert probes["x"][left] == fact["left_at_call"] and shard[-1] == codes["absent"]
+    text = probes["z"][-1]
+    assert set(text) <= {codes["verbatim"], codes["absent"]} and codes["verbatim"] in text
+    assert 'id="presence-probe-legend"' in response.content.decode()
 
 
 def test_the_calls_panel_pages(viewer_client, inspect):

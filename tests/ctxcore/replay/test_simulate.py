@@ -129,9 +129,10 @@ def test_replayed_windows_are_returned_for_the_calls_asked():
 
 def test_a_replay_past_its_item_budget_stops_and_says_where():
     calls = _conversation(10)
-    assert replay(calls, [parse("sliding_window:2")], max_items=60)["policies"][0]["calls"] == 10
-    with pytest.raises(TooMuchWork, match="more than 60 window items .* policy full"):
-        replay(calls, [parse("full")], max_items=60)
+    # Appending to the history rebuilds only what was appended; a policy of two steps rebuilds it all.
+    assert replay(calls, [parse("full")], max_items=60)["policies"][0]["calls"] == 10
+    with pytest.raises(TooMuchWork, match="more than 60 window items .* policy full\\+elide:2"):
+        replay(calls, [parse("full+elide:2")], max_items=60)
 
 
 # --- Properties ---------------------------------------------------------------------------------
@@ -207,3 +208,92 @@ def test_billed_input_of_last_turns_grows_with_k(operations):
     ]
     assert billed == sorted(billed)
     assert billed[-1] <= replay(calls, [parse("full")])["policies"][0]["billed_input"]
+
+
+# --- Incremental windows against whole ones ------------------------------------------------------
+
+EVERY_POLICY = (
+    "full,sliding_window:3,last_turns:2,user_verbatim:1,elide:1,pin_end,compaction:3:40,turns:2-3,"
+    "user_verbatim:2+elide:1,recorded+pin_end"
+)
+events = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(["user", "assistant", "tool_result", "fact", "pinned", "ok"]), max_size=4),
+        st.sampled_from(["", "", "", "edit", "new_tool", "old_origin", "same_turn", "turn_back"]),
+        st.sampled_from([20.0, 20.0, 400.0]),  # seconds since the previous call
+        st.booleans(),  # the call asked for caching
+        st.booleans(),  # an item of unknown size
+    ),
+    min_size=1,
+    max_size=14,
+)
+
+
+def _varied(operations):
+    """Calls whose pool grows at its end and, now and then, deep inside it or out of turn order."""
+    head = [system(tokens=900), tool("search")]
+    history: list[dict] = []
+    calls, at, turn, number = [], 0.0, 0, 0
+    for seq, (kinds, event, gap, cached, unknown) in enumerate(operations, start=1):
+        turn = max(1, turn - 1) if event == "turn_back" else turn if event == "same_turn" else turn + 1
+        for kind in kinds:
+            number += 1
+            fields = {"role": "user" if kind in ("user", "fact") else "assistant", "origin_turn": turn}
+            if kind == "pinned":
+                fields["pinned"] = True
+            bucket = "tool_results" if kind == "tool_result" else "conversation"
+            # "ok": the same text under another id, as the provider's cache sees it, the same prefix
+            text, tokens = ("ok", 3) if kind == "ok" else (None, 100 + 13 * number)
+            entry = item(f"i{number}", bucket, tokens, text, **fields)
+            if kind == "fact":
+                entry["kind"] = "fact"
+            if event == "old_origin":
+                entry["origin_turn"] = 1
+            history.append(entry)
+        if event == "edit" and history:
+            history[0] = {**history[0], "hash": f"edited{seq}"}
+        if event == "new_tool":
+            head = [*head, tool(f"t{seq}")]
+        # A new item of unknown size (an item whose count changes is another item to the prefix tree,
+        # though the same to the chain of hashes).
+        if unknown and kinds and kinds[-1] != "ok":
+            history[-1] = {**history[-1], "tokens": None}
+        at += gap
+        calls.append(call(seq, [*head, *history], at=at, turn=turn, write=None if cached else 0))
+    return calls
+
+
+def _shapes(result):
+    shapes = {}
+    for entry in result["policies"]:
+        windows = {seq: [(slot.item.id, slot.item.hash, slot.item.mode) for slot in window]
+                   for seq, window in entry["windows"].items()}  # fmt: skip
+        shapes[entry["policy"]] = {**entry, "windows": windows}
+    return shapes
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events, st.integers(1, 14))
+def test_incremental_windows_give_what_whole_windows_give(operations, at_turn):
+    calls = _varied(operations)
+    ids = sorted({entry.id for recorded in calls for entry in recorded.items})
+    some = {entry.hash for recorded in calls for entry in recorded.items if entry.id.endswith("3")}
+    probes = [*(Probe("item", item_id) for item_id in ids), Probe("text", "three"), Probe("text", "gone")]
+    arguments = (calls, parse_list(EVERY_POLICY), probes, {"three": some, "gone": None}, at_turn)
+    seqs = {recorded.seq for recorded in calls}
+    incremental = _shapes(replay(*arguments, keep_windows=seqs))
+    whole = _shapes(replay(*arguments, keep_windows=seqs, whole_windows=True))
+    assert incremental == whole
+
+
+def test_probes_per_call_say_where_each_probe_was_at_every_call():
+    calls = _conversation(10, window=6)
+    probes = [Probe("item", "fact:shard"), Probe("text", "nowhere")]
+    [entry] = replay(calls, [parse("recorded")], probes, {"nowhere": None}, probes_per_call=True)["policies"]
+    rows = entry["probes_per_call"]
+    assert [row["seq"] for row in rows] == [call.seq for call in calls]
+    shard = [row["places"][0]["how"] for row in rows]
+    left = entry["probes"][0]["left_at_call"]
+    assert shard == ["absent"] * 2 + ["verbatim"] * (left - 3) + ["absent"] * (11 - left)
+    assert {row["places"][1]["how"] for row in rows} == {"unknown"}
+    assert "probes_per_call" not in replay(calls, [parse("recorded")], probes)["policies"][0]

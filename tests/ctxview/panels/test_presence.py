@@ -118,3 +118,45 @@ def test_rows_hidden_between_drawn_rows_are_marked_between_them():
     result = presence.presence(presence.index(manifests), flagged=["msg:t10"], rows=8)
     assert result["labels"][-2:] == ["msg:t7", "msg:t10"]
     assert result["gaps"] == [{"before": 7, "count": 2}]
+
+
+def _places(*hows):
+    return [{"how": how, "item_id": "rule" if how == "verbatim" else None} for how in hows]
+
+
+def test_probes_are_rows_of_their_own_above_the_items():
+    probes = {
+        "probes": [{"kind": "item", "value": "rule"}, {"kind": "text", "value": "<b>shard</b>"}],
+        "content": "none",
+        "calls": {
+            1: _places("absent", "unknown"),
+            2: _places("verbatim", "unknown"),
+            3: _places("stub", "unknown"),
+        },
+    }
+    result = presence.presence(presence.index(manifests()), probes=probes)
+    first, second = result["probe_rows"]
+    assert first["label"] == "◆ rule" and second["label"] == "◆ “&lt;b&gt;shard&lt;/b&gt;”"
+    codes = presence.PROBE_CODES
+    assert first["z"] == [codes["absent"], codes["verbatim"], codes["stub"]]  # absent is drawn, not a gap
+    assert second["z"] == [codes["unknown"]] * 3
+    assert first["text"][1] == "call 2: verbatim in rule"
+    drawn = presence.figure(result)
+    items, probe_trace = drawn["data"]
+    assert items["y"] == result["labels"] and probe_trace["y"] == ["◆ rule", second["label"]]
+    assert probe_trace["colorscale"] != items["colorscale"]
+    # On an axis of their own, above the items'.
+    layout = drawn["layout"]
+    assert probe_trace["yaxis"] == "y2" and "yaxis" not in items
+    assert layout["yaxis2"]["domain"][0] > layout["yaxis"]["domain"][1]
+    labels = {note["text"]: (note["y"], note["yref"]) for note in layout["annotations"]}
+    assert labels["probes"] == (0.5, "y2") and labels["tools"] == (0, "y")
+
+
+def test_binned_probe_cells_say_which_calls_they_cover():
+    calls = [(seq, seq, [{"id": "fact:x", "kind": "fact"}], [], "explicit") for seq in range(1, 7)]
+    probes = {"probes": [{"kind": "item", "value": "fact:x"}], "content": "all",
+              "calls": {seq: _places("verbatim") for seq in range(1, 7)}}  # fmt: skip
+    result = presence.presence(presence.index(calls), probes=probes, max_columns=3)
+    [row] = result["probe_rows"]
+    assert row["text"][0] == "calls 1–2, at the last: verbatim in rule"
