@@ -370,7 +370,7 @@ def test_search_by_item_source_version_hash_finding_label_and_model(
         f"/api/v1/runs/{run.id}/labels", '{"name": "incident"}', content_type="application/json"
     )
     assert keys("label=incident") == ["demo-incident-turn-40"]
-    assert len(keys("model=claude-sonnet-4-5")) == 3
+    assert len(keys("model=claude-sonnet-4-5")) == 4  # every demo story but the hostile run
 
 
 def test_an_export_and_an_sdk_manifest_validate_against_their_published_schemas(
