@@ -6,7 +6,9 @@ an expected pattern. The pattern is compiled with RE2 as the redaction patterns 
 model's answer). Every failure is a sentence for the page, never an exception out of here.
 """
 
+import http.client
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -24,7 +26,9 @@ NOT_CONFIGURED = (
     "re-ask is off for this project: an admin sets a model endpoint (provider, base URL, key, model) "
     "on the project's settings page"
 )
-TIMEOUT_SECONDS = 30
+TIMEOUT_SECONDS = 30  # one answer
+# All the answers of one request: policies x phrasings could otherwise hold a page for many minutes.
+TOTAL_SECONDS = 90
 MAX_RESPONSE_BYTES = 1_000_000
 MAX_EXPECTED = 500
 
@@ -65,21 +69,27 @@ def endpoint_of(project: Project) -> ReaskEndpoint | None:
     return ReaskEndpoint.objects.filter(project=project).first()
 
 
-def _post(url: str, headers: dict[str, str], body: bytes) -> object:
+def _post(url: str, headers: dict[str, str], body: bytes, deadline: float) -> object:
+    left = min(TIMEOUT_SECONDS, deadline - time.monotonic())
+    if left <= 0:
+        raise ReaskError(f"out of time: a re-ask gets {TOTAL_SECONDS} seconds for all its answers")
     call = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
-        with urllib.request.urlopen(call, timeout=TIMEOUT_SECONDS) as response:
+        with urllib.request.urlopen(call, timeout=left) as response:
             data = response.read(MAX_RESPONSE_BYTES + 1)
     except urllib.error.HTTPError as exc:
-        detail = exc.read(300).decode("utf-8", "replace")
+        try:
+            detail = exc.read(300).decode("utf-8", "replace")
+        except (OSError, http.client.HTTPException):
+            detail = "(no body)"
         raise ReaskError(f"the endpoint answered HTTP {exc.code}: {detail}") from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
         raise ReaskError(f"the endpoint could not be reached: {getattr(exc, 'reason', exc)}") from None
     if len(data) > MAX_RESPONSE_BYTES:
         raise ReaskError(f"the endpoint's answer is longer than {MAX_RESPONSE_BYTES:,} bytes")
     try:
         return json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ReaskError("the endpoint's answer is not JSON") from None
 
 
@@ -88,7 +98,9 @@ def _contents(project: Project, window: Sequence[Slot]) -> dict[str, str]:
     return dict(Content.objects.filter(project=project, hash__in=hashes).values_list("hash", "text"))
 
 
-def reask_window(endpoint: ReaskEndpoint, window: Sequence[Slot], question: Question) -> dict:
+def reask_window(
+    endpoint: ReaskEndpoint, window: Sequence[Slot], question: Question, deadline: float
+) -> dict:
     """One policy's re-ask: ``{"reask": {"right", "wrong", "unknown"} | None, "answers": [...],
     "reason": str | None}`` (None with the reason when the window cannot be sent or the endpoint fails)."""
     try:
@@ -104,7 +116,7 @@ def reask_window(endpoint: ReaskEndpoint, window: Sequence[Slot], question: Ques
                 messages,
                 phrasing,
             )
-            text = answer_text(endpoint.provider, _post(url, headers, body))
+            text = answer_text(endpoint.provider, _post(url, headers, body, deadline))
             answers.append({"ask": phrasing, "answer": text, "score": score(text, question.expected)})
     except ReaskError as exc:
         return {"reask": None, "answers": [], "reason": str(exc)}
@@ -113,8 +125,8 @@ def reask_window(endpoint: ReaskEndpoint, window: Sequence[Slot], question: Ques
 
 def reask_replay(endpoint: ReaskEndpoint, result: dict, question: Question) -> dict[str, dict]:
     """Each policy of a replay (made keeping the query call's window) re-asked, by policy spec."""
-    seq = result["query_seq"]
+    seq, deadline = result["query_seq"], time.monotonic() + TOTAL_SECONDS
     return {
-        entry["policy"]: reask_window(endpoint, entry["windows"].get(seq, []), question)
+        entry["policy"]: reask_window(endpoint, entry["windows"].get(seq, []), question, deadline)
         for entry in result["policies"]
     }

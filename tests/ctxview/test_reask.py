@@ -5,6 +5,7 @@ sent without a configured endpoint."""
 import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from ctxcore.replay import parse
 from ctxview import writes
 from ctxview.models import ReaskEndpoint
+from ctxview.reask import question_from, reask_window
 from ctxview.replay import replay_run, run_calls
 from ctxview.writes import Refused
 from ingest.models import Content, Membership
@@ -189,6 +191,20 @@ def test_an_endpoint_error_is_shown_as_text_not_a_500(viewer_client, inspect, fa
     )
     assert response.status_code == 200
     assert response.json()["policies"][0]["reask_reason"].startswith("the endpoint")
+
+
+def test_a_reask_past_its_deadline_sends_nothing_more(inspect, db, fake):
+    endpoint = ReaskEndpoint(
+        project=inspect.incident.project,
+        provider="anthropic",
+        base_url=f"http://127.0.0.1:{fake.server_port}",
+        model="m",
+        api_key=KEY,
+    )
+    question = question_from(["a?"], "b")
+    result = reask_window(endpoint, [], question, deadline=time.monotonic() - 1)
+    assert result["reask"] is None and result["reason"].startswith("out of time")
+    assert fake.received == []
 
 
 @pytest.mark.parametrize(
