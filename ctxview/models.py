@@ -120,3 +120,36 @@ class Probe(models.Model):
 
     def to_dict(self) -> dict:
         return {"id": self.id, "kind": self.kind, "value": self.value, "standing": False}
+
+
+class ReaskEndpoint(models.Model):
+    """The model endpoint a project's replays may re-ask (off until an admin sets it).
+
+    The key is needed to call the endpoint, so unlike an ingest key it cannot be kept as a hash: it is
+    written here, never read back out: pages and the API show only its last characters."""
+
+    class Provider(models.TextChoices):
+        ANTHROPIC = "anthropic"
+        OPENAI = "openai"
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="reask_endpoint")
+    provider = models.CharField(max_length=16, choices=Provider.choices)
+    base_url = models.CharField(max_length=500)
+    api_key = models.CharField(max_length=500)
+    model = models.CharField(max_length=200)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    @property
+    def masked_key(self) -> str:
+        return f"…{self.api_key[-4:]}" if len(self.api_key) >= 12 else "…"
+
+    def to_dict(self) -> dict:
+        return {
+            "provider": self.provider,
+            "base_url": self.base_url,
+            "model": self.model,
+            "key": self.masked_key,
+        }

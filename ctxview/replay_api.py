@@ -11,9 +11,12 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from ctxcore.replay import DEFAULT_POLICIES, BadPolicy, TooMuchWork, parse_list
+from ctxcore.replay.reask import ReaskError
+from ctxcore.replay.simulate import query_call
 from ctxview.api import api_view, error, get_run, int_query
 from ctxview.models import Probe
 from ctxview.params import BadParameter
+from ctxview.reask import NOT_CONFIGURED, endpoint_of, question_from, reask_replay
 from ctxview.replay import MAX_PROBES, ProbeError, clean_probe, last_turn, replay_run, run_calls, run_probes
 from ctxview.review_api import json_body, readable_run, require_role, review_view
 from ctxview.writes import Refused, form_int
@@ -63,9 +66,17 @@ def run_replay(request: HttpRequest, projects: QuerySet[Project], run_id: int) -
     at_turn = min(int_query(request, "at_turn", last, 1, 2**31 - 1), last)
     with_calls = request.GET.get("calls") in ("1", "true")
     try:
-        result = replay_run(run, policies, at_turn, calls)
+        question = question_from(request.GET.getlist("ask"), request.GET.get("expect"))
+    except ReaskError as exc:
+        raise BadParameter(f"re-ask: {exc}") from None
+    endpoint = endpoint_of(run.project) if question else None
+    try:
+        result = replay_run(
+            run, policies, at_turn, calls, keep_windows=[query_call(calls, at_turn)] if endpoint else []
+        )
     except TooMuchWork as exc:
         raise BadParameter(str(exc)) from None
+    reask = reask_replay(endpoint, result, question) if endpoint and question else {}
     return JsonResponse(
         {
             "run_id": run.id,
@@ -75,9 +86,14 @@ def run_replay(request: HttpRequest, projects: QuerySet[Project], run_id: int) -
             "content": result["content"],
             "cheapest_keeping_all": result["cheapest_keeping_all"],
             "probes": result["probe_definitions"],
+            "reask": None
+            if question is None
+            else {"configured": endpoint is not None, "note": None if endpoint else NOT_CONFIGURED},
             "policies": [
                 {
                     **{name: entry[name] for name in SUMMARY_FIELDS},
+                    "reask": reask.get(entry["policy"], {}).get("reask"),
+                    "reask_reason": reask.get(entry["policy"], {}).get("reason"),
                     **({"per_call": entry["per_call"]} if with_calls else {}),
                 }
                 for entry in result["policies"]

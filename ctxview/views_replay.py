@@ -8,9 +8,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from ctxcore.replay import DEFAULT_POLICIES, BadPolicy, TooMuchWork, parse, parse_list
+from ctxcore.replay.reask import MAX_PHRASING, MAX_PHRASINGS, ReaskError
+from ctxcore.replay.simulate import query_call
 from ctxview.access import get_run_for_user, has_role
 from ctxview.models import Probe
 from ctxview.params import BadParameter, int_param
+from ctxview.reask import MAX_EXPECTED, NOT_CONFIGURED, endpoint_of, question_from, reask_replay
 from ctxview.replay import (
     MAX_PROBES,
     ProbeError,
@@ -81,9 +84,18 @@ def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
     if shown and shown.spec not in [policy.spec for policy in policies]:
         policies.append(shown)
     try:
-        result = replay_run(run, policies, at_turn, calls, keep_windows=[seq] if seq else [])
+        question = question_from(request.GET.getlist("ask"), request.GET.get("expect"))
+    except ReaskError as exc:
+        raise BadParameter(f"re-ask: {exc}") from None
+    endpoint = endpoint_of(run.project)
+    keep = [seq] if seq else []
+    if endpoint and question:
+        keep.append(query_call(calls, at_turn))
+    try:
+        result = replay_run(run, policies, at_turn, calls, keep_windows=keep)
     except TooMuchWork as exc:
         raise BadParameter(str(exc)) from None
+    reask = reask_replay(endpoint, result, question) if endpoint and question else {}
     by_spec = {entry["policy"]: entry for entry in result["policies"]}
     window = by_spec[shown.spec]["windows"].get(seq) if shown else None
     call_ids = dict(run.calls.filter(seq__isnull=False).values_list("seq", "id"))
@@ -93,7 +105,14 @@ def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "title": f"Replay · Run {run.key}",
         "policies_text": policies_text,
         "result": result,
-        "rows": result["policies"],
+        "rows": [{**entry, "reask": reask.get(entry["policy"])} for entry in result["policies"]],
+        "asked": question,
+        "asks": "|".join(question.phrasings) if question else request.GET.get("ask", ""),
+        "expect": request.GET.get("expect", ""),
+        "reask_endpoint": endpoint,
+        "reask_off": NOT_CONFIGURED,
+        "reask_limits": {"phrasings": MAX_PHRASINGS, "phrasing": MAX_PHRASING, "expect": MAX_EXPECTED},
+        "is_admin": has_role(request.user, run.project, Membership.Role.ADMIN),
         "reference": by_spec.get("recorded"),
         "probes": result["probe_definitions"],
         "fig_window": _figure(result["policies"], "window", "last", "window tokens (turn's last call)"),

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from ctxview import queries, writes
 from ctxview.access import get_project_for_user, get_run_for_user, has_role, role_at_least, role_of
-from ctxview.models import Bookmark, NoteRevision
+from ctxview.models import Bookmark, NoteRevision, ReaskEndpoint
 from ctxview.views_common import render_page
 from ingest.analyse import config_for
 from ingest.models import Call, Membership, Run
@@ -212,6 +212,8 @@ def project_settings(request: HttpRequest, slug: str) -> HttpResponse:
         .select_related("user")
         .order_by("user__username"),
         "roles": Membership.Role.choices,
+        "reask_endpoint": ReaskEndpoint.objects.filter(project=project).first(),
+        "providers": ReaskEndpoint.Provider.values,
     }
     return render_page(request, "ctxview/settings.html", {**context, "title": f"Settings · {project.name}"})
 
@@ -219,7 +221,7 @@ def project_settings(request: HttpRequest, slug: str) -> HttpResponse:
 # One URL per form of the settings page (projects/<slug>/settings/<action>), each through ctxview.writes.
 
 
-def _policy(data, project) -> None:
+def _policy(data, project, user) -> None:
     lines = [line.split(None, 1) for line in data.get("patterns", "").splitlines() if line.strip()]
     if any(len(entry) != 2 for entry in lines):
         raise writes.Refused("each redaction line is a name, a space, and a regular expression")
@@ -234,7 +236,7 @@ def _policy(data, project) -> None:
     )
 
 
-def _prices(data, project) -> None:
+def _prices(data, project, user) -> None:
     try:
         given = json.loads(data.get("prices") or "[]")
     except RecursionError:
@@ -244,14 +246,28 @@ def _prices(data, project) -> None:
     writes.set_prices(project, given)
 
 
-def _add_member(data, project) -> None:
+def _add_member(data, project, user) -> None:
     writes.add_member(
         project, username=data.get("username", ""), role=data.get("role", Membership.Role.VIEWER)
     )
 
 
-def _remove_member(data, project) -> None:
+def _remove_member(data, project, user) -> None:
     writes.remove_member(project, username=data.get("username", ""))
+
+
+def _reask(data, project, user) -> None:
+    if data.get("remove"):
+        writes.remove_reask_endpoint(project)
+        return
+    writes.set_reask_endpoint(
+        project,
+        user,
+        provider=data.get("provider", ""),
+        base_url=data.get("base_url", ""),
+        model=data.get("model", ""),
+        key=data.get("key", ""),
+    )
 
 
 SETTINGS_ACTIONS = {
@@ -259,6 +275,7 @@ SETTINGS_ACTIONS = {
     "prices": _prices,
     "add_member": _add_member,
     "remove_member": _remove_member,
+    "reask": _reask,
 }
 
 
@@ -270,7 +287,7 @@ def project_settings_action(request: HttpRequest, slug: str, action: str) -> Htt
         raise Http404("no such action on the settings page")
     _require(request.user, project, Membership.Role.ADMIN)
     try:
-        SETTINGS_ACTIONS[action](request.POST, project)
+        SETTINGS_ACTIONS[action](request.POST, project, request.user)
     except writes.Refused as exc:
         messages.error(request, str(exc))
     else:

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from ctxcore.analysis import prices
 from ctxview.access import has_role
-from ctxview.models import Bookmark, Label, Note, NoteRevision
+from ctxview.models import Bookmark, Label, Note, NoteRevision, ReaskEndpoint
 from ingest.analyse import invalidate
 from ingest.models import Call, Membership, Project, Run
 from ingest.redact import PatternError, Redactor
@@ -207,6 +207,39 @@ def reanalyse(project: Project) -> None:
     for run in Run.objects.filter(project=project).only("id", "analysed_seq"):
         invalidate(run, 1)
         transaction.on_commit(partial(enqueue_analysis, run.id), robust=True)
+
+
+def set_reask_endpoint(project: Project, user, *, provider, base_url, model, key="") -> ReaskEndpoint:
+    """The endpoint the project's replays may re-ask; an empty key keeps the one already set (a page
+    never shows it back, so a form cannot resend it)."""
+    if provider not in ReaskEndpoint.Provider.values:
+        raise Refused(f"provider must be one of {', '.join(ReaskEndpoint.Provider.values)}")
+    base_url = text(base_url, "base_url", 500)
+    if not base_url.startswith(("http://", "https://")) or any(c.isspace() for c in base_url):
+        raise Refused("base_url must be an http(s) URL")
+    model = text(model, "model", 200)
+    key = text(key, "key", 500, required=False)
+    current = ReaskEndpoint.objects.filter(project=project).first()
+    if not key and current is None:
+        raise Refused("key must be given the first time")
+    if any(c.isspace() or not c.isprintable() for c in key):
+        raise Refused("key must not contain spaces or control characters")
+    endpoint, _ = ReaskEndpoint.objects.update_or_create(
+        project=project,
+        defaults={
+            "provider": provider,
+            "base_url": base_url,
+            "model": model,
+            "api_key": key or current.api_key,
+            "updated_by": user,
+            "updated_at": timezone.now(),
+        },
+    )
+    return endpoint
+
+
+def remove_reask_endpoint(project: Project) -> None:
+    ReaskEndpoint.objects.filter(project=project).delete()
 
 
 def add_member(project: Project, *, username, role) -> Membership:

@@ -276,6 +276,11 @@ def call_turn(call: CallInput) -> int:
     return call.turn if call.turn is not None else call.seq
 
 
+def query_call(calls: Sequence[CallInput], turn: int) -> int | None:
+    """The seq of the query call of ``turn``: the last call up to the end of that turn."""
+    return max((call.seq for call in calls if call_turn(call) <= turn), default=None)
+
+
 def ratio(call: CallInput) -> float:
     """Recorded prompt tokens per item token (framing the items do not count, or a tokenizer's drift)."""
     buckets = bucket_tokens(call.items, call.usage.prompt_total)
@@ -437,7 +442,7 @@ def replay(
     ordered = sorted(calls, key=lambda call: call.seq)
     last_turn = max((call_turn(call) for call in ordered), default=0)
     query_turn = last_turn if at_turn is None else at_turn
-    query_seq = max((call.seq for call in ordered if call_turn(call) <= query_turn), default=None)
+    query_seq = query_call(ordered, query_turn)
     runs = [_Run(policy) for policy in policies]
     windows: dict[str, dict[int, list[Slot]]] = {policy.spec: {} for policy in policies}
     pool, trees = Pool(), (Tree(cache_key), Tree(item_key))
