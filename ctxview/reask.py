@@ -18,8 +18,9 @@ import re2
 
 from ctxcore.replay.policies import Slot
 from ctxcore.replay.reask import ReaskError, answer_text, conversation, phrasings, request, score, tally
+from ctxview.access import has_role
 from ctxview.models import ReaskEndpoint
-from ingest.models import Content, Project
+from ingest.models import Content, Membership, Project
 from ingest.redact import _re2_error
 
 NOT_CONFIGURED = (
@@ -65,8 +66,22 @@ def question_from(asks: Sequence[str], expect: str | None) -> Question | None:
     return Question(tuple(phrasings(asks)), expected, expect)
 
 
+NEEDS_EDITOR = "re-ask spends the project's tokens: asking needs the editor role in this project"
+
+
 def endpoint_of(project: Project) -> ReaskEndpoint | None:
     return ReaskEndpoint.objects.filter(project=project).first()
+
+
+def endpoint_for(user, project: Project) -> tuple[ReaskEndpoint | None, str]:
+    """The endpoint ``user`` may re-ask through, or None and why not: a question costs the project tokens,
+    so a viewer or an ingest key (no logged-in user) reads the replay but sends nothing."""
+    endpoint = endpoint_of(project)
+    if endpoint is None:
+        return None, NOT_CONFIGURED
+    if not (user.is_authenticated and has_role(user, project, Membership.Role.EDITOR)):
+        return None, NEEDS_EDITOR
+    return endpoint, ""
 
 
 def _post(url: str, headers: dict[str, str], body: bytes, deadline: float) -> object:

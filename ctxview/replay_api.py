@@ -16,7 +16,7 @@ from ctxcore.replay.simulate import query_call
 from ctxview.api import api_view, error, get_run, int_query
 from ctxview.models import Probe
 from ctxview.params import BadParameter
-from ctxview.reask import NOT_CONFIGURED, endpoint_of, question_from, reask_replay
+from ctxview.reask import endpoint_for, question_from, reask_replay
 from ctxview.replay import MAX_PROBES, ProbeError, clean_probe, last_turn, replay_run, run_calls, run_probes
 from ctxview.review_api import json_body, readable_run, require_role, review_view
 from ctxview.writes import Refused, form_int
@@ -69,7 +69,7 @@ def run_replay(request: HttpRequest, projects: QuerySet[Project], run_id: int) -
         question = question_from(request.GET.getlist("ask"), request.GET.get("expect"))
     except ReaskError as exc:
         raise BadParameter(f"re-ask: {exc}") from None
-    endpoint = endpoint_of(run.project) if question else None
+    endpoint, reask_off = endpoint_for(request.user, run.project) if question else (None, "")
     try:
         result = replay_run(
             run, policies, at_turn, calls, keep_windows=[query_call(calls, at_turn)] if endpoint else []
@@ -88,7 +88,7 @@ def run_replay(request: HttpRequest, projects: QuerySet[Project], run_id: int) -
             "probes": result["probe_definitions"],
             "reask": None
             if question is None
-            else {"configured": endpoint is not None, "note": None if endpoint else NOT_CONFIGURED},
+            else {"configured": endpoint is not None, "note": None if endpoint else reask_off},
             "policies": [
                 {
                     **{name: entry[name] for name in SUMMARY_FIELDS},

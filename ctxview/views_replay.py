@@ -13,7 +13,7 @@ from ctxcore.replay.simulate import query_call
 from ctxview.access import get_run_for_user, has_role
 from ctxview.models import Probe
 from ctxview.params import BadParameter, int_param
-from ctxview.reask import MAX_EXPECTED, NOT_CONFIGURED, endpoint_of, question_from, reask_replay
+from ctxview.reask import MAX_EXPECTED, endpoint_for, question_from, reask_replay
 from ctxview.replay import (
     MAX_PROBES,
     ProbeError,
@@ -87,7 +87,7 @@ def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
         question = question_from(request.GET.getlist("ask"), request.GET.get("expect"))
     except ReaskError as exc:
         raise BadParameter(f"re-ask: {exc}") from None
-    endpoint = endpoint_of(run.project)
+    endpoint, reask_off = endpoint_for(request.user, run.project)
     keep = [seq] if seq else []
     if endpoint and question:
         keep.append(query_call(calls, at_turn))
@@ -110,7 +110,7 @@ def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "asks": "|".join(question.phrasings) if question else request.GET.get("ask", ""),
         "expect": request.GET.get("expect", ""),
         "reask_endpoint": endpoint,
-        "reask_off": NOT_CONFIGURED,
+        "reask_off": reask_off,
         "reask_limits": {"phrasings": MAX_PHRASINGS, "phrasing": MAX_PHRASING, "expect": MAX_EXPECTED},
         "is_admin": has_role(request.user, run.project, Membership.Role.ADMIN),
         "reference": by_spec.get("recorded"),

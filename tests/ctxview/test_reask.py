@@ -255,3 +255,21 @@ def test_only_an_admin_sets_the_endpoint(client, inspect, db):
     )
     assert response.status_code == 403
     assert not ReaskEndpoint.objects.exists()
+
+
+def test_a_viewer_or_an_ingest_key_reads_the_replay_but_sends_nothing(client, viewer_client, inspect, fake):
+    run = inspect.incident
+    configure(viewer_client, run.project, fake, "anthropic")
+    reader = factories.user("reask-reader")
+    Membership.objects.create(project=run.project, user=reader, role=Membership.Role.VIEWER)
+    client.force_login(reader)
+    query = {"policies": "full", "ask": ASKS[0], "expect": "pay-shard-7"}
+    page = client.get(f"/runs/{run.id}/replay", query)
+    assert page.status_code == 200 and "asking needs the editor role" in page.content.decode()
+    api = client.get(f"/api/v1/runs/{run.id}/replay", query).json()
+    assert api["reask"] == {"configured": False, "note": api["reask"]["note"]}
+    assert "editor role" in api["reask"]["note"] and api["policies"][0]["reask"] is None
+    client.logout()
+    by_key = client.get(f"/api/v1/runs/{run.id}/replay", query, HTTP_AUTHORIZATION=f"Bearer {inspect.key}")
+    assert by_key.status_code == 200 and by_key.json()["reask"]["configured"] is False
+    assert fake.received == []
