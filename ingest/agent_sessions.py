@@ -4,7 +4,7 @@ The rules are ``ingest.agents`` (pure); this module reads the stored part of eac
 links, tool and agent spans, calls), gives the calls their agent fields, and moves the calls of a child
 run (a delegated agent with a conversation id of its own) into its parent's session. A stored call whose
 agent, turn context or run changes is unnumbered, so its run is renumbered and its analysis redone from
-that call on (``calls.number_calls`` then ``analyse.invalidate``). The caller holds the batch's
+that call on (``numbering.number_calls`` then ``analyse.invalidate``). The caller holds the batch's
 transaction and the locks of the runs it touches.
 """
 

@@ -13,6 +13,8 @@ from google.protobuf.message import DecodeError
 
 from ingest import calls, families, otlp, session_calls
 from ingest.bulk import insert_rows
+from ingest.call_rows import Batch
+from ingest.late_content import join_log_events
 from ingest.models import LogRecord, RawBatch, Resource, Span
 
 logger = logging.getLogger(__name__)
@@ -72,20 +74,19 @@ def _store(batch: RawBatch) -> set[int]:
         raise BadBatch(f"stored body cannot be decoded: {exc}") from exc
     resource_ids = _resource_ids(batch.project_id, [resource for resource, _ in rows])
     common = {"project_id": batch.project_id, "batch_id": batch.id, "received_at": batch.received_at}
+    scope = Batch(batch.project_id, keep_content=not batch.project.hash_only)
     try:
         if batch.signal == RawBatch.Signal.TRACES:
             # Interpreting first moves model calls' content out of the span rows and into items.
-            keep = not batch.project.hash_only
-            records, operations = calls.interpret_spans(batch.project_id, rows, keep_content=keep)
+            records, operations = calls.interpret_spans(scope, rows)
             insert_rows(
                 Span, [{"resource_id": resource_ids[id(resource)], **common, **row} for resource, row in rows]
             )
             traces = {row["trace_id"] for _, row in rows}
-            runs = calls.save(batch.project_id, records, operations, keep_content=keep, traces=traces)
-            return runs | session_calls.refresh(batch.project_id, "spans", [row for _, row in rows], keep)
+            runs = calls.save(scope, records, operations, traces=traces)
+            return runs | session_calls.refresh(scope, "spans", [row for _, row in rows])
         else:
-            keep = not batch.project.hash_only
-            if not keep:  # hash-only: the coding CLIs' content attributes are never stored
+            if not scope.keep_content:  # hash-only: the coding CLIs' content attributes are never stored
                 rows = [(resource, _without_log_content(row)) for resource, row in rows]
             insert_rows(
                 LogRecord,
@@ -100,8 +101,8 @@ def _store(batch: RawBatch) -> set[int]:
                 ],
             )
             log_rows = [row for _, row in rows]
-            runs = calls.join_log_events(batch.project_id, log_rows, keep_content=keep)
-            return runs | session_calls.refresh(batch.project_id, "logs", log_rows, keep)
+            runs = join_log_events(scope, log_rows)
+            return runs | session_calls.refresh(scope, "logs", log_rows)
     except DataError as exc:
         raise BadBatch(f"the database refused a value: {str(exc).splitlines()[0]}") from exc
 

@@ -103,9 +103,9 @@ def test_a_call_stored_meanwhile_by_another_worker_is_retried_not_stored_twice(p
     # The second batch looked for stored calls before the first committed (another worker, at once).
     checks = []
 
-    def checked_too_early(project_id, records):
+    def checked_too_early(batch, records):
         checks.append(len(records))
-        return records if len(checks) == 1 else stored_check(project_id, records)
+        return records if len(checks) == 1 else stored_check(batch, records)
 
     stored_check = calls._new_records
     monkeypatch.setattr(calls, "_new_records", checked_too_early)
