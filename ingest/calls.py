@@ -16,7 +16,7 @@ from ingest import agent_sessions, normalise
 from ingest.analyse import ANALYSIS_FIELDS, analyse_appended
 from ingest.bulk import insert_rows
 from ingest.call_rows import Batch, call_row, new_call
-from ingest.contents import count_tokens, save_contents
+from ingest.contents import BatchTokens, save_contents
 from ingest.dedup import without_duplicates
 from ingest.late_content import content_events, forget_event_content, lock_traces
 from ingest.models import Call, Operation, Run
@@ -46,17 +46,21 @@ def interpret_spans(batch: Batch, rows: list[tuple[dict, dict]]) -> tuple[list[C
     ]
     lock_traces(batch, {trace_id for trace_id, _ in call_keys})
     events = content_events(batch, call_keys)
-    records: list[CallRecord] = []
+    tokens = BatchTokens(batch)
+    made: list[tuple[CallRecord, set[str]]] = []
     operations: list[dict] = []
     for (resource, row), kind in zip(rows, kinds, strict=True):
         if kind == normalise.MODEL_CALL:
+            counter, asked = tokens.deferred()
             record = normalise.call_record(
-                row, resource, events.get((row["trace_id"], row["span_id"]), []), count_tokens
+                row, resource, events.get((row["trace_id"], row["span_id"]), []), counter
             )
             row["attributes"] = normalise.without_content(row["attributes"], record.moved_keys)
-            records.append(record)
+            made.append((record, asked))
         elif kind in (normalise.TOOL, normalise.AGENT):
             operations.append(normalise.operation_record(row, kind))
+    counts = tokens.resolve()
+    records = [tokens.counted(record, asked, counts) for record, asked in made]
     if not batch.keep_content:
         for index, (resource, row) in enumerate(rows):
             rows[index] = (resource, normalise.without_any_content(row))
