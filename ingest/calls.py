@@ -3,13 +3,15 @@
 Interpret the batch's spans (``normalise``), keep one call per request (``dedup``), write calls and their
 content once (``contents``), and number the calls of each touched run (``numbering``). A run's row is
 locked while its calls are written and numbered, so two workers never interleave on one run; runs are
-locked in id order, so they never deadlock.
+locked in id order, so they never deadlock. A worker does not wait for another batch's traces or runs
+(``claim_traces``, ``Busy``): the batch goes back to the queue and the worker takes the next one.
 """
 
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
 
+from django.db import OperationalError
 from django.db.models import Q
 
 from ingest import agent_sessions, normalise
@@ -34,6 +36,25 @@ from ingest.numbering import (
 logger = logging.getLogger(__name__)
 
 
+class Busy(Exception):
+    """Another batch holds a trace or a run this one needs: try it later instead of waiting."""
+
+
+def claim_traces(batch: Batch, traces: set[str], wait: bool = True) -> bool:
+    """Take the locks on the batch's traces that the batch holds until it commits, before the work that
+    needs them; False (``wait`` off) when another batch holds one of them.
+
+    A conversation's traces straddle batches: two workers on neighbouring batches would wait for each
+    other on the trace they share. Not waiting, the worker takes another batch from the queue and this
+    one comes back later, after the other committed (then as a late arrival, renumbered from its first
+    call, which costs the run's calls after it, not the run)."""
+    lock_traces(batch, traces, shared=True)  # first, as in every batch: the content joins' order
+    if wait:
+        agent_sessions.lock_traces(traces)
+        return True
+    return agent_sessions.try_lock_traces(traces)
+
+
 def interpret_spans(batch: Batch, rows: list[tuple[dict, dict]]) -> tuple[list[CallRecord], list[dict]]:
     """Call records and operations of a batch; model-call span rows lose the content now kept as items.
 
@@ -44,7 +65,7 @@ def interpret_spans(batch: Batch, rows: list[tuple[dict, dict]]) -> tuple[list[C
         for (_, row), kind in zip(rows, kinds, strict=True)
         if kind == normalise.MODEL_CALL
     ]
-    lock_traces(batch, {trace_id for trace_id, _ in call_keys})
+    lock_traces(batch, {trace_id for trace_id, _ in call_keys}, shared=True)
     events = content_events(batch, call_keys)
     tokens = BatchTokens(batch)
     made: list[tuple[CallRecord, set[str]]] = []
@@ -69,12 +90,17 @@ def interpret_spans(batch: Batch, rows: list[tuple[dict, dict]]) -> tuple[list[C
 
 
 def save(
-    batch: Batch, records: list[CallRecord], operations: list[dict], traces: Iterable[str] = ()
+    batch: Batch,
+    records: list[CallRecord],
+    operations: list[dict],
+    traces: Iterable[str] = (),
+    wait: bool = True,
 ) -> set[int]:
     """Write new calls (a call already stored is left alone) and operations, then number the runs.
 
     ``traces``: every trace the batch has spans of (any span may link a call to its agent).
-    Returns the ids of the runs whose calls changed and are not analysed yet (to be analysed)."""
+    Returns the ids of the runs whose calls changed and are not analysed yet (to be analysed).
+    Raises ``Busy`` (``wait`` off) if another batch holds one of its runs."""
     project_id = batch.project_id
     traces = {*traces, *(record.trace_id for record in records), *(op["trace_id"] for op in operations)}
     agent_sessions.lock_traces(traces)
@@ -83,7 +109,7 @@ def save(
     # The runs of every call that an agent span of these traces may relink are locked with the batch's.
     agent_traces = {op["trace_id"] for op in operations if op["kind"] == normalise.AGENT}
     linked = agent_sessions.runs_of(project_id, agent_traces | agent_sessions.with_agents(project_id, traces))
-    runs = _locked_runs(batch, new, operations, {call.run_id for call in replaced} | linked)
+    runs = _locked_runs(batch, new, operations, {call.run_id for call in replaced} | linked, wait)
     renumber = _remove_replaced(runs, replaced)
     items = [item for record in new for item in record.items]
     texts = save_contents(batch, items) if batch.keep_content else {}
@@ -142,7 +168,7 @@ def _remove_replaced(runs: dict[str, Run], calls: list[Call]) -> set[int]:
 
 
 def _locked_runs(
-    batch: Batch, records: list[CallRecord], operations: list[dict], extra_run_ids: set[int]
+    batch: Batch, records: list[CallRecord], operations: list[dict], extra_run_ids: set[int], wait: bool
 ) -> dict[str, Run]:
     first_seen: dict[str, CallRecord] = {}
     for record in records:
@@ -176,11 +202,14 @@ def _locked_runs(
             ).values_list("run_id", flat=True)
         )
     locked = (
-        Run.objects.select_for_update(of=("self",))
+        Run.objects.select_for_update(of=("self",), nowait=not wait)
         .select_related("project")  # the analysis reads the project's settings
         .filter(Q(project_id=batch.project_id, key__in=list(first_seen)) | Q(id__in=affected))
     )
-    return {run.key: run for run in locked.order_by("id")}
+    try:
+        return {run.key: run for run in locked.order_by("id")}
+    except OperationalError as exc:  # nowait: a run's row is locked by another batch
+        raise Busy(str(exc)) from exc
 
 
 def _new_records(batch: Batch, records: list[CallRecord]) -> list[CallRecord]:

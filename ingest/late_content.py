@@ -22,18 +22,21 @@ from ingest.numbering import number_calls
 CONTENT_LOG_EVENTS = families.CONTENT_LOG_EVENTS
 
 
-def lock_traces(batch: Batch, trace_ids: Iterable[str]) -> None:
+def lock_traces(batch: Batch, trace_ids: Iterable[str], shared: bool = False) -> None:
     """Take, until the transaction ends, a lock per trace on joining calls and their content log records.
 
     A span batch looks for its calls' log records and a log batch for its records' calls: run at the same
     time, each misses the other's uncommitted rows and the content is never joined. With the lock the
-    second waits for the first to commit, and then sees its rows. Locks are taken in one sorted sweep, so
-    two batches never deadlock on them (both take them before any run's row lock)."""
+    second waits for the first to commit, and then sees its rows. Span batches take it ``shared``: two of
+    them join nothing with each other, so they need not wait for each other (a conversation's traces
+    often straddle two batches processed at once). Locks are taken in one sorted sweep, so two batches
+    never deadlock on them (both take them before any run's row lock)."""
     if connection.vendor != "postgresql" or not trace_ids:
         return
     keys = sorted({_lock_key(batch.project_id, trace_id) for trace_id in trace_ids})
+    lock = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(pg_advisory_xact_lock(key)) FROM unnest(%s::bigint[]) AS key", [keys])
+        cursor.execute(f"SELECT count({lock}(key)) FROM unnest(%s::bigint[]) AS key", [keys])
 
 
 def _lock_key(project_id: int, trace_id: str) -> int:
