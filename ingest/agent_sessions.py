@@ -38,6 +38,20 @@ def lock_traces(traces: set[str]) -> None:
             )
 
 
+def try_lock_traces(traces: set[str]) -> bool:
+    """``lock_traces`` without waiting: False if another batch holds one of them (those it could take
+    stay held until the transaction ends, which the caller then ends)."""
+    if not traces or connection.vendor != "postgresql":
+        return True
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT bool_and(pg_try_advisory_xact_lock(hashtextextended(t, 14))) "
+            "FROM (SELECT t FROM unnest(%s::text[]) t ORDER BY t) AS sorted",
+            [sorted(traces)],
+        )
+        return bool(cursor.fetchone()[0])
+
+
 def with_agents(project_id: int, traces: set[str]) -> set[str]:
     """The traces that have an agent span stored: only their calls can belong to an invocation."""
     if not traces:
