@@ -90,6 +90,25 @@ def remember(run: Run, calls: list[Call], state: TurnState, appended: bool) -> N
         run.started_at = datetime_of(calls[0].start_ns)
 
 
+# What numbering reads and writes of a stored call: renumbering after a late arrival reads only these,
+# not the calls' items (most of a row).
+NUMBERING_FIELDS = (
+    "run",  # the related manager sets each call's run: deferred, it would cost a query per call
+    "seq",
+    "turn",
+    "turn_hint",
+    "user_fingerprint",
+    "agent_depth",
+    "root_invocation",
+    "parent_span_id",
+    "trace_id",
+    "span_id",
+    "start_ns",
+    "carried_fingerprint",
+    "carried_invocation",
+)
+
+
 def number_calls(run: Run, renumber: bool = False) -> None:
     """Give the run's unnumbered calls their seq and turn, and save the run; the caller holds its lock.
 
@@ -98,22 +117,29 @@ def number_calls(run: Run, renumber: bool = False) -> None:
     on the order in which spans arrived. ``renumber``: numbers were reset (a call's content arrived or
     a call was replaced), so renumber from the first unnumbered call whatever its time.
     """
-    first = (
-        run.calls.filter(seq__isnull=True).order_by("start_ns", "span_id").only("start_ns", "span_id").first()
-    )
+    unnumbered = run.calls.filter(seq__isnull=True).order_by("start_ns", "span_id")
+    first = unnumbered.only("run", "start_ns", "span_id").first()
     if first is None:
         run.save(update_fields=RUN_FIELDS)
         return
     late = renumber or before_last(run, first)
     if late:
         from_first = Q(start_ns__gt=first.start_ns) | Q(start_ns=first.start_ns, span_id__gte=first.span_id)
-        calls = list(run.calls.filter(from_first | Q(seq__isnull=True)).order_by("start_ns", "span_id"))
+        calls = list(
+            run.calls.filter(from_first | Q(seq__isnull=True))
+            .order_by("start_ns", "span_id")
+            .only(*NUMBERING_FIELDS)
+        )
         previous = (
-            run.calls.filter(seq__isnull=False).exclude(from_first).order_by("-start_ns", "-span_id").first()
+            run.calls.filter(seq__isnull=False)
+            .exclude(from_first)
+            .order_by("-start_ns", "-span_id")
+            .only(*NUMBERING_FIELDS)
+            .first()
         )
         state = _state_after(previous)
     else:
-        calls = list(run.calls.filter(seq__isnull=True).order_by("start_ns", "span_id"))
+        calls = list(unnumbered.only(*NUMBERING_FIELDS))
         state = state_of(run)
     state = number(state, calls, agent_invocations(run.project_id, calls))
     Call.objects.bulk_update(
