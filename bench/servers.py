@@ -525,8 +525,8 @@ def throwaway_phoenix(venv: Path, port: int = 6006, pg_admin_url: str = "") -> I
             "PHOENIX_TELEMETRY_ENABLED": "false",
             "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
         }
-        if database:
-            env["PHOENIX_SQL_DATABASE_URL"] = database
+        if database:  # Phoenix (SQLAlchemy) takes only the postgresql:// spelling
+            env["PHOENIX_SQL_DATABASE_URL"] = "postgresql://" + database.split("://", 1)[1]
         log = folder.parent / f"{folder.name}.log"
         process = stack.enter_context(child_process([str(executable), "serve"], env, log, cwd=folder))
         stack.callback(lambda: log.unlink(missing_ok=True))
