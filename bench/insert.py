@@ -35,6 +35,7 @@ def main() -> None:
 
         from ingest import calls, otlp
         from ingest.bulk import insert_rows
+        from ingest.call_rows import Batch
         from ingest.models import Project, RawBatch, Resource, Span
 
         project = Project.objects.create(slug="bench", name="bench")
@@ -45,7 +46,7 @@ def main() -> None:
             decoded = list(
                 otlp.spans(otlp.load(RawBatch.Signal.TRACES, zlib.decompress(zlib.compress(body))))
             )
-            calls.interpret_spans(project.id, decoded)  # moves the calls' content out of the rows
+            calls.interpret_spans(Batch(project.id), decoded)  # moves the calls' content out of the rows
             common = {
                 "project_id": project.id,
                 "batch_id": None,

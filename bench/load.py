@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
-from payloads import BATCH_SIZE, build_batches, span_counts
+from payloads import BATCH_SIZE, build_batches, build_conversations, conversation_spans, span_counts
 from servers import Ctxview, MemorySampler, Peaks, Phoenix, throwaway_ctxview
 
 # --- Posting -------------------------------------------------------------------------------------
@@ -169,6 +169,10 @@ class LoadResult:
     load_before: float = 0.0
     load_after: float = 0.0
     notes: list[str] = field(default_factory=list)
+    pss_kib: int = 0  # peak PSS of the server's processes together (web and workers)
+    workers: int = 0  # Celery worker processes (0: tasks in the web process, or not ctxview)
+    # Samples of the server's database sessions while the load drains: (waiting on a lock, active).
+    sessions: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def done_s(self) -> float | None:
@@ -189,6 +193,7 @@ def timed_load(
     memory_groups: dict[str, set[int]] | None = None,
     poll_interval: float = 0.2,
     protocol: str = "http",
+    sessions: Callable[[], tuple[int, int]] | None = None,
 ) -> LoadResult:
     """Post the load and time, from the first POST, when each of ``milestones(expected)`` first holds.
 
@@ -217,6 +222,11 @@ def timed_load(
             for name, done in state.items():
                 if done and name not in reached:
                     reached[name] = now
+            if sessions is not None and not all(state.values() or [False]):
+                try:
+                    result.sessions.append(sessions())
+                except Exception as exc:  # as for the milestones: try again at the next poll
+                    failed[f"{type(exc).__name__}: {exc}"[:200]] += 1
             if posting_done.is_set() and (not state or all(state.values())):
                 return
             if now > timeout:
@@ -234,6 +244,7 @@ def timed_load(
         poller.join()
         stop.set()
     result.memory = sampler.peaks
+    result.pss_kib = sampler.pss_peak_kib
     result.stored_s = reached.get("stored")
     result.normalised_s = reached.get("normalised")
     result.analysed_s = reached.get("analysed")
@@ -244,14 +255,14 @@ def timed_load(
     return result
 
 
-def ctxview_milestones(instance: Ctxview) -> Callable[[int], dict[str, bool]]:
+def ctxview_milestones(instance: Ctxview, calls_per_span: float = 1.0) -> Callable[[int], dict[str, bool]]:
     """Stored: every span; normalised: every call stored and numbered; analysed: every run analysed.
 
-    Every span of the load is a model call, so the calls expected are the spans accepted."""
+    ``calls_per_span``: the share of the load's spans that are model calls (the others are agent spans)."""
 
     def milestones(expected: int) -> dict[str, bool]:
         progress = instance.progress()
-        calls = expected
+        calls = round(expected * calls_per_span)
         stored = progress.spans >= expected
         normalised = (
             stored
@@ -278,6 +289,8 @@ def load_ctxview(
     args: argparse.Namespace,
     after=None,
     protocol: str = "http",
+    calls_per_span: float = 1.0,
+    shape: str = "",
 ) -> LoadResult:
     """The load against a throwaway ctxview; ``after(instance, result)`` runs before it is stopped.
 
@@ -296,23 +309,26 @@ def load_ctxview(
         grpc=protocol == "grpc",
     ) as instance:
         grpc = protocol == "grpc"
+        label = f"{instance.label}, OTLP/gRPC" if grpc else instance.label
         result = timed_load(
-            f"{instance.label}, OTLP/gRPC" if grpc else instance.label,
+            f"{shape}: {label}" if shape else label,
             instance.grpc_target if grpc else instance.traces_url,
             instance.key,
             bodies,
             spans,
-            ctxview_milestones(instance),
+            ctxview_milestones(instance, calls_per_span),
             args.clients,
             not args.no_gzip,
             args.timeout,
             instance.memory_groups(protocol),
             protocol=protocol,
+            sessions=instance.sessions if mode == "postgres" else None,
         )
+        result.workers = workers if mode == "postgres" else 0
         progress = instance.progress()
         if progress.failed_batches:
             result.notes.append(f"{progress.failed_batches} batches failed")
-        if progress.calls != result.posted.accepted_spans:
+        if progress.calls != round(result.posted.accepted_spans * calls_per_span):
             result.notes.append(f"{progress.calls} calls for {result.posted.accepted_spans} spans")
         if after is not None:
             after(instance, result)
@@ -346,7 +362,10 @@ LOAD_HEADER = (
     "end-to-end spans/s",
     "web RSS MiB",
     "worker RSS MiB",
+    "PSS MiB web+worker",
     "CPU ms/span web+worker+pg",
+    "CPU busy web+worker",
+    "DB sessions per worker: lock-wait/active",
     "load avg",
 )
 
@@ -360,6 +379,26 @@ def cpu_per_span(result: LoadResult) -> str:
              for name in ("web", "worker", "postgres")]  # fmt: skip
     shown = "+".join(f"{part:.2f}" if part is not None else "-" for part in parts)
     return f"{sum(part or 0 for part in parts):.2f} ({shown})"
+
+
+def cpu_busy(result: LoadResult) -> str:
+    """The share of the machine's cores the web and worker processes kept busy until the load was done."""
+    done = result.done_s
+    parts = [result.memory[name].cpu_seconds for name in ("web", "worker") if name in result.memory]
+    if not done or not parts:
+        return "-"
+    return f"{100 * sum(parts) / (done * (os.cpu_count() or 1)):.0f}% of {os.cpu_count()} cores"
+
+
+def session_waits(result: LoadResult) -> str:
+    """How the workers' database sessions spent the load, as a share of the workers: waiting on a lock
+    (a run's row, a trace's advisory lock) and running a statement at all."""
+    if not result.sessions or not result.workers:
+        return "-"
+    samples = len(result.sessions)
+    waiting = sum(waits for waits, _ in result.sessions) / samples / result.workers
+    active = sum(active for _, active in result.sessions) / samples / result.workers
+    return f"{100 * waiting:.0f}%/{100 * active:.0f}%"
 
 
 def load_row(result: LoadResult) -> tuple[str, ...]:
@@ -379,7 +418,10 @@ def load_row(result: LoadResult) -> tuple[str, ...]:
         end_to_end,
         memory["web"].mib() if "web" in memory else "-",
         memory["worker"].mib() if "worker" in memory else "-",
+        f"{result.pss_kib / 1024:.0f}" if result.pss_kib else "-",
         cpu_per_span(result),
+        cpu_busy(result),
+        session_waits(result),
         f"{result.load_before:.1f}->{result.load_after:.1f}",
     )
 
@@ -406,18 +448,36 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile-dir", type=os.path.abspath, help="where py-spy writes its flame graphs")
 
 
-def build_load(total_spans: int, use_gzip: bool) -> tuple[list[bytes], list[int]]:
+# The load shapes: "chats", each conversation one trace of chat spans in order (the suite's first load);
+# "conversations", each conversation over several traces with an agent span per trace (issue 19).
+SHAPES = ("chats", "conversations")
+
+
+@dataclass
+class Load:
+    shape: str
+    bodies: list[bytes]
+    spans: list[int]  # spans in each body
+    calls_per_span: float  # the share of the spans that are model calls
+
+
+def build_load(total_spans: int, use_gzip: bool, shape: str = "chats") -> Load:
     started = time.perf_counter()
-    raw = build_batches(total_spans)
+    if shape == "conversations":
+        raw = build_conversations(total_spans)
+        total_spans, calls = conversation_spans(total_spans)
+        counts = span_counts(total_spans)
+    else:
+        raw, calls, counts = build_batches(total_spans), total_spans, span_counts(total_spans)
     bodies = [gzip.compress(body, 6) for body in raw] if use_gzip else raw
     raw_size, sent_size = (sum(map(len, batches)) / total_spans for batches in (raw, bodies))
     took = time.perf_counter() - started
     print(
-        f"load: {total_spans} spans in {len(raw)} batches of {BATCH_SIZE}, built in {took:.1f}s: "
-        f"{raw_size:.0f} B/span protobuf, {sent_size:.0f} B/span sent",
+        f"load ({shape}): {total_spans} spans ({calls} model calls) in {len(raw)} batches of {BATCH_SIZE}, "
+        f"built in {took:.1f}s: {raw_size:.0f} B/span protobuf, {sent_size:.0f} B/span sent",
         flush=True,
     )
-    return bodies, span_counts(total_spans)
+    return Load(shape, bodies, counts, calls / total_spans)
 
 
 def main() -> None:
@@ -430,12 +490,14 @@ def main() -> None:
     parser.add_argument(
         "--protocol", choices=["http", "grpc", "both"], default="http", help="the ctxview receiver to load"
     )
+    parser.add_argument("--shape", choices=SHAPES, default="chats", help="how the load's spans are arranged")
     add_load_arguments(parser)
     args = parser.parse_args()
     args.py_spy = Path(args.py_spy) if args.py_spy else None
     args.profile_dir = Path(args.profile_dir) if args.profile_dir else None
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` stops the children
-    bodies, spans = build_load(args.spans, not args.no_gzip)
+    load = build_load(args.spans, not args.no_gzip, args.shape)
+    bodies, spans = load.bodies, load.spans
     try:
         if args.endpoint:
             results = [load_endpoint(args.endpoint, args.key, bodies, spans, args)]
@@ -443,7 +505,16 @@ def main() -> None:
             modes = ["embedded", "postgres"] if args.mode == "all" else [args.mode]
             protocols = ["http", "grpc"] if args.protocol == "both" else [args.protocol]
             results = [
-                load_ctxview(mode, args.workers, bodies, spans, args, protocol=protocol)
+                load_ctxview(
+                    mode,
+                    args.workers,
+                    bodies,
+                    spans,
+                    args,
+                    protocol=protocol,
+                    calls_per_span=load.calls_per_span,
+                    shape=load.shape,
+                )
                 for mode in modes
                 for protocol in protocols
             ]

@@ -2,6 +2,8 @@
 
 - ``build_batches``: the load, ExportTraceServiceRequests of BATCH_SIZE ~4 KB chat spans, one agent
   conversation (run) per SPANS_PER_TRACE spans.
+- ``build_conversations``: the load as agents export it (issue 19): each conversation spread over several
+  traces, an agent span per trace with its chat spans under it, OpenInference and GenAI attributes.
 - ``build_run``: one long run whose every call resends its history (optionally a sliding window of it),
   one request per call, as an agent exporting each call as it ends.
 """
@@ -95,6 +97,109 @@ def build_batches(total_spans: int, seed: int = 1) -> list[bytes]:
             ]
         )
     return [request.SerializeToString() for request in batches]
+
+
+# The conversations load: ~300 model calls per conversation over 5 traces, an AGENT root span per trace
+# with 60 chat children; each call sends 6 messages (the system prompt, the last two exchanges resent,
+# and a new user message). Spans are exported as they end: a trace's chats, then its agent span.
+TRACES_PER_CONVERSATION = 5
+CHATS_PER_TRACE = 60
+SPANS_PER_CONVERSATION = TRACES_PER_CONVERSATION * (CHATS_PER_TRACE + 1)
+
+
+def conversation_spans(total_spans: int) -> tuple[int, int]:
+    """(spans, model calls) of ``build_conversations(total_spans)``: whole traces only."""
+    traces = max(1, total_spans // (CHATS_PER_TRACE + 1))
+    return traces * (CHATS_PER_TRACE + 1), traces * CHATS_PER_TRACE
+
+
+def build_conversations(total_spans: int, seed: int = 3) -> list[bytes]:
+    """Serialized ExportTraceServiceRequests of BATCH_SIZE spans (the last one shorter) of conversations
+    spread over TRACES_PER_CONVERSATION traces; ``conversation_spans`` says how many spans and calls."""
+    rng = random.Random(seed)
+    vocabulary = make_vocabulary(rng)
+    run = os.urandom(8)
+    now = time.time_ns()
+    spans, _ = conversation_spans(total_spans)
+    ordered: list[Span] = []
+    conversation = -1
+    for trace in range(spans // (CHATS_PER_TRACE + 1)):
+        if trace % TRACES_PER_CONVERSATION == 0:
+            conversation += 1
+            conversation_id = f"conv-{run.hex()}-{conversation}"
+            system_prompt = text(rng, vocabulary, 500)
+            provider, model = rng.choice(MODELS)
+            users = [text(rng, vocabulary, 600) for _ in range(2)]
+            replies = [text(rng, vocabulary, 400) for _ in range(2)]
+        trace_id = run + struct.pack(">II", conversation, trace)
+        root_id = struct.pack(">Q", (trace + 1) << 32)
+        first_ns = now + trace * (CHATS_PER_TRACE + 2) * 1_000_000_000
+        for position in range(CHATS_PER_TRACE):
+            users.append(text(rng, vocabulary, 600))
+            messages = [
+                ("system", system_prompt),
+                ("user", users[-3]),
+                ("assistant", replies[-2]),
+                ("user", users[-2]),
+                ("assistant", replies[-1]),
+                ("user", users[-1]),
+            ]
+            span = Span(trace_id=trace_id, parent_span_id=root_id, kind=Span.SPAN_KIND_CLIENT)
+            span.span_id = struct.pack(">Q", ((trace + 1) << 32) + position + 1)
+            span.name = f"chat {model}"
+            span.start_time_unix_nano = first_ns + position * 1_000_000_000
+            span.end_time_unix_nano = span.start_time_unix_nano + 800_000_000
+            prompt, output = rng.randint(1500, 20000), rng.randint(20, 2000)
+            span.attributes.extend(
+                [
+                    attribute("openinference.span.kind", "LLM"),
+                    attribute("llm.model_name", model),
+                    attribute("llm.provider", provider.split(".")[0]),
+                    attribute("llm.token_count.prompt", prompt),
+                    attribute("llm.token_count.completion", output),
+                    attribute("gen_ai.operation.name", "chat"),
+                    attribute("gen_ai.provider.name", provider),
+                    attribute("gen_ai.request.model", model),
+                    attribute("gen_ai.response.model", model),
+                    attribute("gen_ai.response.id", f"resp-{span.span_id.hex()}"),
+                    attribute("gen_ai.conversation.id", conversation_id),
+                    attribute("gen_ai.usage.input_tokens", prompt),
+                    attribute("gen_ai.usage.output_tokens", output),
+                ]
+            )
+            for index, (role, content) in enumerate(messages):
+                span.attributes.extend(
+                    [
+                        attribute(f"llm.input_messages.{index}.message.role", role),
+                        attribute(f"llm.input_messages.{index}.message.content", content),
+                    ]
+                )
+            replies.append(text(rng, vocabulary, 400))
+            ordered.append(span)
+        root = Span(trace_id=trace_id, span_id=root_id, name="agent run", kind=Span.SPAN_KIND_INTERNAL)
+        root.start_time_unix_nano = first_ns - 10_000_000
+        root.end_time_unix_nano = first_ns + CHATS_PER_TRACE * 1_000_000_000
+        root.attributes.extend(
+            [
+                attribute("openinference.span.kind", "AGENT"),
+                attribute("gen_ai.operation.name", "invoke_agent"),
+                attribute("gen_ai.agent.name", "bench-agent"),
+                attribute("gen_ai.conversation.id", conversation_id),
+            ]
+        )
+        ordered.append(root)  # it ends after its children, so it is exported after them
+    bodies = []
+    for start in range(0, len(ordered), BATCH_SIZE):
+        request = ExportTraceServiceRequest()
+        resource_spans = request.resource_spans.add()
+        resource_spans.resource.attributes.extend(
+            [attribute("service.name", "bench-agent"), attribute("telemetry.sdk.language", "python")]
+        )
+        scope_spans = resource_spans.scope_spans.add()
+        scope_spans.scope.name, scope_spans.scope.version = "openinference.instrumentation.bench", "1.0"
+        scope_spans.spans.extend(ordered[start : start + BATCH_SIZE])
+        bodies.append(request.SerializeToString())
+    return bodies
 
 
 def build_run(

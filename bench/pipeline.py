@@ -15,6 +15,10 @@ PostgreSQL backend. The variants change one thing each, to put a number on a pro
   counting tokens elsewhere, or later, would save).
 - no-gin: without the GIN index on the calls' items (what the search by item, source, version and hash
   costs at ingest).
+- cold-cache: the in-process token cache emptied before each batch, as if each batch went to a worker
+  that never saw the run before (another worker process, or one just restarted).
+
+``--shape conversations``: the load of issue 19 (bench/payloads.py ``build_conversations``) instead.
 """
 
 import argparse
@@ -26,12 +30,12 @@ import time
 import zlib
 from pathlib import Path
 
-from payloads import build_batches
+from payloads import BATCH_SIZE, build_batches, build_conversations, conversation_spans
 from servers import django_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-VARIANTS = ("baseline", "orm-spans", "server-binding", "no-tiktoken", "no-gin")
+VARIANTS = ("baseline", "orm-spans", "server-binding", "no-tiktoken", "no-gin", "cold-cache")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -41,7 +45,17 @@ def backend_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def run_variant(variant: str, batches: int, database_url: str) -> dict:
+def _empty_token_cache() -> None:
+    import importlib
+
+    for name in ("ingest.contents", "ingest.calls"):  # where the cache lives now, and before
+        try:
+            importlib.import_module(name)._token_cache.clear()
+        except (ImportError, AttributeError):
+            pass
+
+
+def run_variant(variant: str, batches: int, database_url: str, shape: str = "chats") -> dict:
     with django_in_process(database_url):
         from django.db import connection
 
@@ -62,12 +76,25 @@ def run_variant(variant: str, batches: int, database_url: str) -> dict:
             store.insert_rows = insert_rows
         elif variant == "no-tiktoken":
             tokens.count = lambda text: len(text) // 4 if text else 0
+        counted = [0]
+        count = tokens.count
+
+        def counting(text: str) -> int:
+            counted[0] += 1
+            return count(text)
+
+        tokens.count = counting
 
         if variant == "no-gin":
             with connection.cursor() as cursor:
                 cursor.execute("DROP INDEX call_items_gin")
         project = Project.objects.create(slug="bench", name="bench")
-        bodies = build_batches(512 * batches, seed=5)
+        if shape == "conversations":
+            spans, calls = conversation_spans(BATCH_SIZE * batches)
+            bodies = build_conversations(BATCH_SIZE * batches, seed=5)
+        else:
+            spans = calls = BATCH_SIZE * batches
+            bodies = build_batches(spans, seed=5)
         batch_ids = [
             RawBatch.objects.create(
                 project=project,
@@ -88,16 +115,19 @@ def run_variant(variant: str, batches: int, database_url: str) -> dict:
             time.perf_counter(),
         )
         for batch_id in batch_ids:
+            if variant == "cold-cache":
+                _empty_token_cache()
             assert store.process_batch(batch_id, then=enqueue_analysis) == "done"
         cpu = time.process_time() - cpu_before
         wall = time.perf_counter() - wall_before
         database = backend_cpu(backend) - backend_before
-        spans = 512 * batches
-        assert Span.objects.count() == spans and Call.objects.count() == spans
+        assert Span.objects.count() == spans and Call.objects.count() == calls
         assert not [run for run in Run.objects.all() if run.analysed_seq != run.call_count]
         return {
             "variant": variant,
+            "shape": shape,
             "spans": spans,
+            "tokenizer_calls": counted[0],
             "python_ms_per_span": cpu * 1000 / spans,
             "postgres_ms_per_span": database * 1000 / spans,
             "wall_ms_per_span": wall * 1000 / spans,
@@ -110,16 +140,18 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--variant", choices=VARIANTS, default="baseline")
     parser.add_argument("--all", action="store_true", help="every variant, each in a process of its own")
+    parser.add_argument("--shape", choices=["chats", "conversations"], default="chats")
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if not args.all:
-        result = run_variant(args.variant, args.batches, args.database_url)
+        result = run_variant(args.variant, args.batches, args.database_url, args.shape)
         print(json.dumps(result) if args.json else result)
         return
     results = []
     for variant in VARIANTS:
         command = [sys.executable, __file__, "--variant", variant, "--batches", str(args.batches), "--json"]
+        command += ["--shape", args.shape, "--database-url", args.database_url]
         done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=900)
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
     base = results[0]["python_ms_per_span"] + results[0]["postgres_ms_per_span"]

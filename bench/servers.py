@@ -82,6 +82,19 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 class ProcessInfo:
     rss_kib: int
     cpu_seconds: float  # user + system, this process only
+    pss_kib: int = 0  # proportional set size: pages shared with other processes counted as a share
+
+
+def pss_kib(pid: int | str) -> int:
+    """The process's PSS (0 if it is gone or unreadable): forked workers share the parent's pages."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def processes(groups: dict[str, set[int] | str]) -> dict[str, dict[int, ProcessInfo]]:
@@ -106,7 +119,8 @@ def processes(groups: dict[str, set[int] | str]) -> dict[str, dict[int, ProcessI
         for name, member in groups.items():
             if (int(fields[2]) in member) if isinstance(member, set) else (member in title):
                 cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-                found[name][int(entry.name)] = ProcessInfo(int(fields[21]) * PAGE_KIB, cpu)
+                pss = pss_kib(entry.name) if isinstance(member, set) else 0  # not the shared backends
+                found[name][int(entry.name)] = ProcessInfo(int(fields[21]) * PAGE_KIB, cpu, pss)
     return found
 
 
@@ -138,6 +152,7 @@ class MemorySampler:
     groups: dict[str, set[int] | str] = field(default_factory=dict)
     interval: float = 0.25
     peaks: dict[str, Peaks] = field(default_factory=dict)
+    pss_peak_kib: int = 0  # the largest PSS of all the sampled server processes together (not postgres)
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -145,7 +160,11 @@ class MemorySampler:
         self._cpu_at_start: dict[int, float] = {}
 
     def sample(self) -> None:
-        for name, found in processes(self.groups).items():
+        now = processes(self.groups)
+        self.pss_peak_kib = max(
+            self.pss_peak_kib, sum(info.pss_kib for found in now.values() for info in found.values())
+        )
+        for name, found in now.items():
             peak = self.peaks.setdefault(name, Peaks())
             if name not in ("postgres",):  # backends are shared processes: their RSS says little
                 peak.process_kib = max(peak.process_kib, max((p.rss_kib for p in found.values()), default=0))
@@ -198,6 +217,13 @@ SELECT (SELECT count(*) FROM ingest_rawbatch WHERE status = 'pending'),
 """
 
 
+# The bench's own session (this query) aside; "active" includes those waiting.
+SESSIONS_SQL = """
+SELECT count(*) FILTER (WHERE wait_event_type = 'Lock'), count(*) FILTER (WHERE state = 'active')
+FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
+"""
+
+
 @dataclass
 class Ctxview:
     """A running throwaway ctxview."""
@@ -217,6 +243,11 @@ class Ctxview:
 
     def progress(self) -> Progress:
         return Progress(*(int(value) for value in self.execute(PROGRESS_SQL)[0]))
+
+    def sessions(self) -> tuple[int, int]:
+        """The instance's database sessions now: (waiting on a lock, running a statement)."""
+        waiting, active = self.execute(SESSIONS_SQL)[0]
+        return int(waiting), int(active)
 
     database: str = ""
     grpc_target: str = ""  # host:port of its OTLP/gRPC receiver, when started
@@ -244,8 +275,8 @@ def manage(env: dict[str, str], *args: str) -> str:
 
 
 @contextlib.contextmanager
-def postgres_database(admin_url: str) -> Iterator[str]:
-    name = f"ctxview_bench_{os.getpid()}"
+def postgres_database(admin_url: str, prefix: str = "ctxview_bench") -> Iterator[str]:
+    name = f"{prefix}_{os.getpid()}"
     with psycopg.connect(admin_url, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         admin.execute(f"CREATE DATABASE {name}")
@@ -441,11 +472,12 @@ PHOENIX_COUNT_QUERY = "{ projects { edges { node { name recordCount } } } }"
 
 @dataclass
 class Phoenix:
-    """A running throwaway Phoenix (SQLite, its default)."""
+    """A running throwaway Phoenix."""
 
     base_url: str
     pgid: int
     folder: Path
+    database: str = "SQLite"  # or PostgreSQL
 
     @property
     def traces_url(self) -> str:
@@ -465,8 +497,10 @@ class Phoenix:
 
 
 @contextlib.contextmanager
-def throwaway_phoenix(venv: Path, port: int = 6006) -> Iterator[Phoenix]:
-    """``phoenix serve`` from ``venv`` with a fresh working directory; its OTLP/HTTP receiver on ``port``."""
+def throwaway_phoenix(venv: Path, port: int = 6006, pg_admin_url: str = "") -> Iterator[Phoenix]:
+    """``phoenix serve`` from ``venv`` with a fresh working directory; its OTLP/HTTP receiver on ``port``.
+
+    ``pg_admin_url``: on a throwaway PostgreSQL database (Phoenix's production setup), else SQLite."""
     executable = venv / "bin" / "phoenix"
     if not executable.exists():
         raise RuntimeError(f"{executable} not found: pip install arize-phoenix into {venv} first")
@@ -474,6 +508,9 @@ def throwaway_phoenix(venv: Path, port: int = 6006) -> Iterator[Phoenix]:
         port = free_port()
     with contextlib.ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="phoenix-bench-")))
+        database = ""
+        if pg_admin_url:
+            database = stack.enter_context(postgres_database(pg_admin_url, "phoenix_bench"))
         env = {
             name: value
             for name, value in os.environ.items()
@@ -488,10 +525,13 @@ def throwaway_phoenix(venv: Path, port: int = 6006) -> Iterator[Phoenix]:
             "PHOENIX_TELEMETRY_ENABLED": "false",
             "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
         }
+        if database:  # Phoenix (SQLAlchemy) takes only the postgresql:// spelling
+            env["PHOENIX_SQL_DATABASE_URL"] = "postgresql://" + database.split("://", 1)[1]
         log = folder.parent / f"{folder.name}.log"
         process = stack.enter_context(child_process([str(executable), "serve"], env, log, cwd=folder))
         stack.callback(lambda: log.unlink(missing_ok=True))
-        phoenix = Phoenix(f"http://127.0.0.1:{port}", process.pid, folder)
+        kind = "PostgreSQL" if database else "SQLite"
+        phoenix = Phoenix(f"http://127.0.0.1:{port}", process.pid, folder, kind)
 
         def ready() -> bool:
             if process.poll() is not None:

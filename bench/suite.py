@@ -5,19 +5,24 @@
     .venv/bin/python bench/suite.py --endpoint http://127.0.0.1:4318/v1/traces --key KEY  # any OTLP server
 
 1. The load (bench/payloads.py: 20,000 ~4 KB chat spans, 400 runs of 50 calls, gzip protobuf batches of
-   512, 4 posting threads) against throwaway ctxview instances: embedded (SQLite, tasks in-process)
+   512, 4 posting threads; then the "conversations" shape of issue 19: conversations of 300 calls over
+   5 traces, an agent span per trace with 60 chat children, OpenInference + GenAI attributes, against
+   PostgreSQL + 2 workers) against throwaway ctxview instances: embedded (SQLite, tasks in-process)
    and PostgreSQL + Redis with 1, 2 and 4 Celery worker processes; then embedded and 2 workers again
    over OTLP/gRPC (manage.py serve_otlp_grpc, gzip by gRPC). Timed from the first POST until
    every span is stored, every call normalised (stored and numbered in its run) and every run
    analysed (analysed_seq == call_count); peak RSS of the web (gunicorn) and worker process groups.
-   With --phoenix, the same bodies to `phoenix serve` (SQLite), timed until its GraphQL API counts
+   With --phoenix, the same bodies to `phoenix serve` (on PostgreSQL), timed until its GraphQL API counts
    every span; with --endpoint, to any OTLP/HTTP server (acceptance only).
 2. The run overview: a 40-call and a 1,000-call run sent through the 2-worker instance, then the run
    page (/runs/<id>/) and the run's calls from the API (/api/v1/runs/<id>/calls, every page).
 3. Per-call analysis cost at call 100 and call 2,000 (bench/analysis.py).
 4. Stored bytes per call vs raw OTLP bytes for a 200-call run resending its history (bench/storage.py).
 
-The machine is shared: every load row carries the 1-minute load average before and after it.
+The machine is shared: every load row carries the 1-minute load average before and after it. Each row
+says where the time went: the share of the cores the web and worker processes kept busy until the load
+was done, and how many of the instance's database sessions (per worker) were waiting on a lock or
+running a statement, sampled while it drained; and the peak PSS of web and workers together.
 """
 
 import argparse
@@ -37,6 +42,7 @@ from pathlib import Path
 import requests
 from load import (
     LOAD_HEADER,
+    Load,
     LoadResult,
     add_load_arguments,
     build_load,
@@ -254,11 +260,12 @@ STORAGE_HEADER = ("storage (PostgreSQL sizes, indexes and TOAST included)", "byt
 # --- Phoenix -------------------------------------------------------------------------------------
 
 
-def load_phoenix(venv: Path, bodies: list[bytes], spans: list[int], args) -> LoadResult:
-    with throwaway_phoenix(venv, port=args.phoenix_port) as phoenix:
-        label = f"Arize Phoenix {phoenix.version()} (SQLite)"
+def load_phoenix(venv: Path, bodies: list[bytes], spans: list[int], args, shape: str = "") -> LoadResult:
+    pg_admin_url = "" if args.phoenix_sqlite else args.pg_admin_url
+    with throwaway_phoenix(venv, port=args.phoenix_port, pg_admin_url=pg_admin_url) as phoenix:
+        label = f"Arize Phoenix {phoenix.version()} ({phoenix.database})"
         return timed_load(
-            label,
+            f"{shape}: {label}" if shape else label,
             phoenix.traces_url,
             None,
             bodies,
@@ -288,8 +295,16 @@ def parse_args() -> argparse.Namespace:
         default="2",
         help="PostgreSQL worker counts loaded over OTLP/gRPC, and embedded unless --no-embedded ('': none)",
     )
+    parser.add_argument(
+        "--conversation-workers",
+        default="2",
+        help="PostgreSQL worker counts loaded with the conversations shape too (issue 19; '': none)",
+    )
     parser.add_argument("--phoenix", type=Path, help="a virtualenv with arize-phoenix: send it the load too")
     parser.add_argument("--phoenix-port", type=int, default=6006)
+    parser.add_argument(
+        "--phoenix-sqlite", action="store_true", help="Phoenix on SQLite (default: on PostgreSQL, as ctxview)"
+    )
     parser.add_argument(
         "--endpoint", help="also send the load to this OTLP/HTTP traces URL (acceptance only)"
     )
@@ -305,6 +320,28 @@ def parse_args() -> argparse.Namespace:
     args.overview_calls = [int(calls) for calls in args.overview_calls.split(",") if calls]
     args.skip = {name for name in args.skip.split(",") if name}
     return args
+
+
+def _load_row(load: Load, mode: str, workers: int, protocol: str, args, after=None) -> LoadResult:
+    """One load against a throwaway ctxview, with a heartbeat; prints its row as soon as it is done."""
+    stop = threading.Event()
+    threading.Thread(target=heartbeat, args=(stop,), daemon=True).start()
+    try:
+        result = load_ctxview(
+            mode,
+            workers,
+            load.bodies,
+            load.spans,
+            args,
+            after=after,
+            protocol=protocol,
+            calls_per_span=load.calls_per_span,
+            shape=load.shape,
+        )
+    finally:
+        stop.set()
+    print(format_table(LOAD_HEADER, [load_row(result)]).splitlines()[-1], flush=True)
+    return result
 
 
 def heartbeat(stop: threading.Event) -> None:
@@ -331,7 +368,7 @@ def main() -> None:
     overview: list[tuple[str, ...]] = []
     try:
         if "load" not in args.skip:
-            bodies, spans = build_load(args.spans, not args.no_gzip)
+            load = build_load(args.spans, not args.no_gzip, "chats")
             targets = [] if args.no_embedded else [("embedded", 1, "http")]
             targets += [("postgres", int(count), "http") for count in args.workers.split(",") if count]
             # The same load over OTLP/gRPC, beside its HTTP row.
@@ -345,20 +382,20 @@ def main() -> None:
                     def measure(instance, _result):
                         overview.extend(measure_overview(instance, args.overview_calls))
 
-                stop = threading.Event()
-                threading.Thread(target=heartbeat, args=(stop,), daemon=True).start()
-                try:
-                    results.append(
-                        load_ctxview(mode, workers, bodies, spans, args, after=measure, protocol=protocol)
-                    )
-                finally:
-                    stop.set()
-                print(format_table(LOAD_HEADER, [load_row(results[-1])]).splitlines()[-1], flush=True)
+                results.append(_load_row(load, mode, workers, protocol, args, after=measure))
             if args.phoenix:
-                results.append(load_phoenix(args.phoenix, bodies, spans, args))
+                results.append(load_phoenix(args.phoenix, load.bodies, load.spans, args, load.shape))
                 print(format_table(LOAD_HEADER, [load_row(results[-1])]).splitlines()[-1], flush=True)
             if args.endpoint:
-                results.append(load_endpoint(args.endpoint, args.key, bodies, spans, args))
+                results.append(load_endpoint(args.endpoint, args.key, load.bodies, load.spans, args))
+            conversation_workers = [int(count) for count in args.conversation_workers.split(",") if count]
+            if conversation_workers:
+                load = build_load(args.spans, not args.no_gzip, "conversations")
+                for workers in conversation_workers:
+                    results.append(_load_row(load, "postgres", workers, "http", args))
+                if args.phoenix:
+                    results.append(load_phoenix(args.phoenix, load.bodies, load.spans, args, load.shape))
+                    print(format_table(LOAD_HEADER, [load_row(results[-1])]).splitlines()[-1], flush=True)
             sections.append(format_table(LOAD_HEADER, [load_row(result) for result in results]))
             notes = [f"- {result.label}: {note}" for result in results for note in result.notes]
             if notes:

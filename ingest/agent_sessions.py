@@ -4,7 +4,7 @@ The rules are ``ingest.agents`` (pure); this module reads the stored part of eac
 links, tool and agent spans, calls), gives the calls their agent fields, and moves the calls of a child
 run (a delegated agent with a conversation id of its own) into its parent's session. A stored call whose
 agent, turn context or run changes is unnumbered, so its run is renumbered and its analysis redone from
-that call on (``calls.number_calls`` then ``analyse.invalidate``). The caller holds the batch's
+that call on (``numbering.number_calls`` then ``analyse.invalidate``). The caller holds the batch's
 transaction and the locks of the runs it touches.
 """
 
@@ -86,6 +86,20 @@ def linked_traces(project_id: int, traces: set[str], new_agents: set[str] = froz
         found |= new
         frontier = new
     return found
+
+
+def try_lock_traces(traces: set[str]) -> bool:
+    """``lock_traces`` without waiting: False if another batch holds one of them (those it could take
+    stay held until the transaction ends, which the caller then ends)."""
+    if not traces or connection.vendor != "postgresql":
+        return True
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT bool_and(pg_try_advisory_xact_lock(hashtextextended(t, 14))) "
+            "FROM (SELECT t FROM unnest(%s::text[]) t ORDER BY t) AS sorted",
+            [sorted(traces)],
+        )
+        return bool(cursor.fetchone()[0])
 
 
 def with_agents(project_id: int, traces: set[str]) -> set[str]:

@@ -17,11 +17,15 @@ from dataclasses import dataclass
 
 from django.db.models import Q
 
-from ingest import calls, sessions
+from ingest import sessions
 from ingest.analyse import invalidate
+from ingest.call_rows import CALL_COLUMNS, Batch, new_call
+from ingest.contents import count_tokens, save_contents
 from ingest.families import SESSION_FAMILIES, Family
+from ingest.late_content import span_row
 from ingest.models import Call, LogRecord, Run, Span
 from ingest.normalise import CallRecord
+from ingest.numbering import number_calls
 
 # How much earlier than a row a call it changes may end: a log record written after its request's span
 # ended, clocks of one CLI process. Generous: it only bounds the work, never the result.
@@ -49,11 +53,11 @@ def touched(signal: str, rows: list[dict]) -> list[_Session]:
     return [found[name] for name in sorted(found)]
 
 
-def refresh(project_id: int, signal: str, rows: list[dict], keep_content: bool = True) -> set[int]:
+def refresh(batch: Batch, signal: str, rows: list[dict]) -> set[int]:
     """Reassemble the sessions these rows touched; returns the ids of the runs whose calls changed."""
     changed = set()
     for session in touched(signal, rows):
-        run_id = _refresh_session(project_id, session, keep_content)
+        run_id = _refresh_session(batch, session)
         if run_id is not None:
             changed.add(run_id)
     return changed
@@ -69,7 +73,7 @@ def _stored_rows(project_id: int, session: _Session, since_ns: int) -> tuple[lis
             project_id=project_id,
             name__in=spec.span_names,
         ).select_related("resource")
-        spans = [{**calls._span_row(span), "resource": span.resource.attributes} for span in found]
+        spans = [{**span_row(span), "resource": span.resource.attributes} for span in found]
     in_session = LogRecord.objects.filter(
         Q(**{f"attributes__{spec.log_key}": session.key}), project_id=project_id
     ).select_related("resource")
@@ -109,16 +113,17 @@ def _log_row(log: LogRecord) -> dict:
 
 # What the assembly decides; numbering and analysis follow from it.
 _DERIVED = ("seq", "turn", "carried_fingerprint", "carried_invocation", "analysis")
-_COMPARED = [name for name in calls._CALL_COLUMNS if name not in _DERIVED]
+_COMPARED = [name for name in CALL_COLUMNS if name not in _DERIVED]
 
 
 def _same(call: Call, record: CallRecord) -> bool:
     """Whether the stored call is what the session now assembles (nothing to rewrite)."""
-    fresh = calls._call(call.project_id, call.run_id, record)
+    fresh = new_call(Batch(call.project_id), call.run_id, record)
     return all(getattr(call, name) == getattr(fresh, name) for name in _COMPARED)
 
 
-def _refresh_session(project_id: int, session: _Session, keep_content: bool) -> int | None:
+def _refresh_session(batch: Batch, session: _Session) -> int | None:
+    project_id = batch.project_id
     spec = session.family.sessions
     assert spec is not None
     Run.objects.bulk_create(
@@ -134,7 +139,7 @@ def _refresh_session(project_id: int, session: _Session, keep_content: bool) -> 
     spans, logs = _stored_rows(project_id, session, since)
     records = {
         (record.trace_id, record.span_id): record
-        for record in sessions.records(session.family, spans, logs, calls.count_tokens, since)
+        for record in sessions.records(session.family, spans, logs, count_tokens, since)
         if record.run_key == session.key
     }
     recent = run.calls.filter(name__in=spec.call_names, end_ns__gte=since)
@@ -150,9 +155,9 @@ def _refresh_session(project_id: int, session: _Session, keep_content: bool) -> 
     for call in gone:
         run.count_call(call.usage_dict(), sign=-1)
     Call.objects.filter(id__in=[call.id for call in gone]).delete()
-    if keep_content:
-        calls._save_contents(project_id, [item for record in new for item in record.items])
-    Call.objects.bulk_create([calls._call(project_id, run.id, record) for record in new], batch_size=200)
+    if batch.keep_content:
+        save_contents(batch, [item for record in new for item in record.items])
+    Call.objects.bulk_create([new_call(batch, run.id, record) for record in new], batch_size=200)
     for record in new:
         # A subagent's name is its calls' (Call.agent_name); the run is the CLI's session.
         run.count_call(record.usage.to_dict(), record.model)
@@ -163,5 +168,5 @@ def _refresh_session(project_id: int, session: _Session, keep_content: bool) -> 
     earlier = run.calls.filter(start_ns__lt=first, seq__isnull=False).count()
     run.calls.filter(start_ns__gte=first).update(seq=None, turn=None)
     invalidate(run, earlier + 1)
-    calls.number_calls(run, renumber=True)
+    number_calls(run, renumber=True)
     return run.id

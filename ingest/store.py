@@ -13,6 +13,8 @@ from google.protobuf.message import DecodeError
 
 from ingest import calls, families, otlp, session_calls
 from ingest.bulk import insert_rows
+from ingest.call_rows import Batch
+from ingest.late_content import join_log_events
 from ingest.models import LogRecord, RawBatch, Resource, Span
 
 logger = logging.getLogger(__name__)
@@ -22,11 +24,12 @@ class BadBatch(Exception):
     """The stored data cannot be processed; retrying will not help."""
 
 
-def process_batch(batch_id: int, then: Callable[[int], object] | None = None) -> str:
-    """Store the rows of one pending batch; returns ``done``, ``failed`` or ``skipped``.
+def process_batch(batch_id: int, then: Callable[[int], object] | None = None, wait: bool = True) -> str:
+    """Store the rows of one pending batch; returns ``done``, ``failed``, ``skipped`` or ``busy``.
 
     ``then(run_id)`` runs once the batch is committed, for each run whose new calls await analysis (the
-    task passes its next step here, so this module needs nothing from the task queue)."""
+    task passes its next step here, so this module needs nothing from the task queue). ``wait`` off:
+    if another batch holds one of its traces or runs, leave the batch pending and return ``busy``."""
     with transaction.atomic():
         if connection.vendor == "postgresql":
             # Losing this commit in a crash loses the batch's "done" with it: the batch is pending again
@@ -45,7 +48,9 @@ def process_batch(batch_id: int, then: Callable[[int], object] | None = None) ->
         batch.attempts += 1
         try:
             with transaction.atomic():  # a savepoint: bad data leaves no partial rows behind
-                runs = _store(batch)
+                runs = _store(batch, wait)
+        except calls.Busy:
+            return "busy"  # the batch is left as it was (pending), and the locks taken are released
         except BadBatch as exc:
             batch.status = RawBatch.Status.FAILED
             batch.error = str(exc)[:500]
@@ -61,7 +66,7 @@ def process_batch(batch_id: int, then: Callable[[int], object] | None = None) ->
         return batch.status
 
 
-def _store(batch: RawBatch) -> set[int]:
+def _store(batch: RawBatch, wait: bool = True) -> set[int]:
     """Write the batch's rows; returns the ids of the runs whose calls changed."""
     try:
         message = otlp.load(batch.signal, zlib.decompress(bytes(batch.body)))
@@ -72,20 +77,21 @@ def _store(batch: RawBatch) -> set[int]:
         raise BadBatch(f"stored body cannot be decoded: {exc}") from exc
     resource_ids = _resource_ids(batch.project_id, [resource for resource, _ in rows])
     common = {"project_id": batch.project_id, "batch_id": batch.id, "received_at": batch.received_at}
+    scope = Batch(batch.project_id, keep_content=not batch.project.hash_only)
     try:
         if batch.signal == RawBatch.Signal.TRACES:
+            traces = {row["trace_id"] for _, row in rows}
+            if not calls.claim_traces(scope, traces, wait):
+                raise calls.Busy("a trace of the batch is being stored by another")
             # Interpreting first moves model calls' content out of the span rows and into items.
-            keep = not batch.project.hash_only
-            records, operations = calls.interpret_spans(batch.project_id, rows, keep_content=keep)
+            records, operations = calls.interpret_spans(scope, rows)
             insert_rows(
                 Span, [{"resource_id": resource_ids[id(resource)], **common, **row} for resource, row in rows]
             )
-            traces = {row["trace_id"] for _, row in rows}
-            runs = calls.save(batch.project_id, records, operations, keep_content=keep, traces=traces)
-            return runs | session_calls.refresh(batch.project_id, "spans", [row for _, row in rows], keep)
+            runs = calls.save(scope, records, operations, traces=traces, wait=wait)
+            return runs | session_calls.refresh(scope, "spans", [row for _, row in rows])
         else:
-            keep = not batch.project.hash_only
-            if not keep:  # hash-only: the coding CLIs' content attributes are never stored
+            if not scope.keep_content:  # hash-only: the coding CLIs' content attributes are never stored
                 rows = [(resource, _without_log_content(row)) for resource, row in rows]
             insert_rows(
                 LogRecord,
@@ -100,8 +106,8 @@ def _store(batch: RawBatch) -> set[int]:
                 ],
             )
             log_rows = [row for _, row in rows]
-            runs = calls.join_log_events(batch.project_id, log_rows, keep_content=keep)
-            return runs | session_calls.refresh(batch.project_id, "logs", log_rows, keep)
+            runs = join_log_events(scope, log_rows)
+            return runs | session_calls.refresh(scope, "logs", log_rows)
     except DataError as exc:
         raise BadBatch(f"the database refused a value: {str(exc).splitlines()[0]}") from exc
 

@@ -29,11 +29,19 @@ IDEMPOTENT = {
 # Two batches carrying the same span at once (an exporter retrying a request that timed out): both see
 # the call as new, the run's lock lets one store it, the other's insert fails on the unique key and rolls
 # back. Retried, it finds the call stored and skips it.
+# A batch whose trace or run another worker is storing is not waited for: it goes back to the queue
+# (the worker takes the next batch meanwhile), up to DEFERRALS times, and then waits its turn.
+DEFERRALS = 6
+
+
 @shared_task(**{**IDEMPOTENT, "autoretry_for": (*IDEMPOTENT["autoretry_for"], IntegrityError)})
-def process_batch_task(*, batch_id: int) -> str:
+def process_batch_task(*, batch_id: int, deferred: int = 0) -> str:
     from ingest.store import process_batch
 
-    return process_batch(batch_id, then=enqueue_analysis)
+    outcome = process_batch(batch_id, then=enqueue_analysis, wait=deferred >= DEFERRALS)
+    if outcome == "busy":
+        enqueue_batch(batch_id, deferred=deferred + 1)
+    return outcome
 
 
 @shared_task(**IDEMPOTENT)
@@ -69,10 +77,16 @@ def sweep_batches_task() -> int:
     return sweep_batches(settings.CTXVIEW_SWEEP_AFTER_SECONDS)
 
 
-def enqueue_batch(batch_id: int) -> bool:
-    """Enqueue a batch's processing; if the broker is down, leave it pending for the sweeper."""
+def enqueue_batch(batch_id: int, deferred: int = 0) -> bool:
+    """Enqueue a batch's processing; if the broker is down, leave it pending for the sweeper.
+
+    ``deferred``: how many times it found its traces busy (it is then taken after a short delay)."""
     try:
-        process_batch_task.apply_async(kwargs={"batch_id": batch_id})
+        if deferred:
+            kwargs = {"batch_id": batch_id, "deferred": deferred}
+            process_batch_task.apply_async(kwargs=kwargs, countdown=min(0.05 * 2**deferred, 2.0))
+        else:
+            process_batch_task.apply_async(kwargs={"batch_id": batch_id})
     except Exception as exc:  # kombu raises many kinds; the batch is safe in the database either way
         logger.warning("could not enqueue batch %s (%s); the sweeper will enqueue it", batch_id, exc)
         return False

@@ -2,6 +2,7 @@
 
 import zlib
 
+import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ingest import calls
@@ -103,9 +104,9 @@ def test_a_call_stored_meanwhile_by_another_worker_is_retried_not_stored_twice(p
     # The second batch looked for stored calls before the first committed (another worker, at once).
     checks = []
 
-    def checked_too_early(project_id, records):
+    def checked_too_early(batch, records):
         checks.append(len(records))
-        return records if len(checks) == 1 else stored_check(project_id, records)
+        return records if len(checks) == 1 else stored_check(batch, records)
 
     stored_check = calls._new_records
     monkeypatch.setattr(calls, "_new_records", checked_too_early)
@@ -115,3 +116,38 @@ def test_a_call_stored_meanwhile_by_another_worker_is_retried_not_stored_twice(p
     assert (Run.objects.get().call_count, Run.objects.get().analysed_seq) == (1, 1)
     second.refresh_from_db()
     assert (second.status, second.attempts) == ("done", 1)
+
+
+# --- Not waiting for another batch (issue 19) -------------------------------------------------------
+
+
+def _held_elsewhere(sql: str, params: list):
+    """Another database session that holds what ``sql`` takes until it is closed (another worker)."""
+    from django.db import connections
+
+    other = connections.create_connection("default")
+    other.set_autocommit(False)
+    other.cursor().execute(sql, params)
+    return other
+
+
+def test_a_batch_whose_trace_another_batch_holds_is_left_pending_not_waited_for(project):
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("advisory locks are PostgreSQL's")
+    request = factories.trace_request(spans=3)
+    batch = pending_batch(project, request)
+    trace_id = request.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
+    other = _held_elsewhere("SELECT pg_advisory_xact_lock(hashtextextended(%s, 14))", [trace_id])
+    try:
+        assert process_batch(batch.id, wait=False) == "busy"
+        batch.refresh_from_db()
+        stored = (Span.objects.count(), Call.objects.count())
+        assert (batch.status, batch.attempts, stored) == ("pending", 0, (0, 0))
+    finally:
+        other.rollback()
+        other.close()
+    assert process_batch(batch.id, wait=False) == "done"
+    batch.refresh_from_db()
+    assert (batch.status, batch.attempts, Call.objects.count()) == ("done", 1, 3)

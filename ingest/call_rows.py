@@ -1,0 +1,76 @@
+"""What one batch writes as a call: the batch's scope, and a call's row built from its record."""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from ingest.models import Call
+from ingest.normalise import CallRecord
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What every step of writing one batch's calls needs to know about where they go."""
+
+    project_id: int
+    keep_content: bool = True  # False: a hash-only project (content is hashed, never stored)
+
+
+def datetime_of(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC)
+
+
+# A call's fields that come from its content (the items and what they were read from): the one list,
+# used to build a call and to update one whose content arrived late.
+CALL_CONTENT = {
+    "user_fingerprint": lambda record: record.user_fingerprint or "",
+    "usage_raw": lambda record: record.usage.raw,
+    "notes": lambda record: list(record.notes),
+    "content_captured": lambda record: record.content_captured,
+    "manifest_source": lambda record: record.manifest_source,
+    "manifest_error": lambda record: record.manifest_error,
+    "items": lambda record: [item.to_dict() for item in record.items],
+    "excluded": lambda record: [dict(entry) for entry in record.excluded],
+    "budget": lambda record: record.budget,
+    "prompt_version": lambda record: record.prompt_version,
+    "tool_calls": lambda record: list(record.tool_calls),
+    "tool_definitions": lambda record: (
+        list(record.tool_definitions) if record.tool_definitions is not None else None
+    ),
+}
+CALL_CONTENT_FIELDS = tuple(CALL_CONTENT)
+
+CALL_COLUMNS = [field.attname for field in Call._meta.concrete_fields if not field.primary_key]
+
+
+def content_fields(record: CallRecord) -> dict:
+    return {name: value_of(record) for name, value_of in CALL_CONTENT.items()}
+
+
+def new_call(batch: Batch, run_id: int, record: CallRecord) -> Call:
+    """The (unsaved, unnumbered) call of a record, in run ``run_id``."""
+    return Call(
+        project_id=batch.project_id,
+        run_id=run_id,
+        trace_id=record.trace_id,
+        span_id=record.span_id,
+        parent_span_id=record.parent_span_id,
+        turn_hint=record.turn_hint,
+        name=record.name,
+        start_ns=record.start_ns,
+        end_ns=record.end_ns,
+        started_at=datetime_of(record.start_ns),
+        provider=record.provider,
+        operation=record.operation,
+        request_model=record.request_model,
+        response_model=record.response_model,
+        response_id=record.response_id,
+        agent_name=record.agent_name,
+        finish_reasons=list(record.finish_reasons),
+        **record.usage.to_dict(),
+        **content_fields(record),
+    )
+
+
+def call_row(call: Call) -> dict:
+    """A call as a row for ``bulk.insert_rows``."""
+    return {name: getattr(call, name) for name in CALL_COLUMNS}

@@ -1,0 +1,132 @@
+"""Item texts stored once per project, and their token counts counted once per text.
+
+``Content.tokens`` is what the token counter gives for the text (for a message, its content without
+the framing a chat API adds): a text this process has not counted is looked up there before it is
+counted, so a text is counted once per project, not once per worker process and restart.
+"""
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from django.db import connection
+
+from ingest import normalise, tokens
+from ingest.bulk import insert_rows
+from ingest.call_rows import Batch
+from ingest.models import Content
+from ingest.normalise import CallRecord, TokenCounter
+
+_token_cache: dict[str, int] = {}
+_TOKEN_CACHE_SIZE = 200_000
+
+
+def count_tokens(content_hash: str, text: str) -> int:
+    """Token estimate, cached by content hash: a run resends its history, so most items repeat."""
+    cached = _token_cache.get(content_hash)
+    if cached is None:
+        cached = tokens.count(text)
+        _remember_count(content_hash, cached)
+    return cached
+
+
+def _remember_count(content_hash: str, count: int) -> None:
+    if len(_token_cache) >= _TOKEN_CACHE_SIZE:
+        _token_cache.clear()
+    _token_cache[content_hash] = count
+
+
+class BatchTokens:
+    """The token counts of one batch's texts, counted after the batch is interpreted, in one sweep.
+
+    Records are made with a counter that only notes the text (and counts it as 0); ``counted`` then
+    adds each item's count: from this process's cache, else from ``Content.tokens``, else counted."""
+
+    def __init__(self, batch: Batch) -> None:
+        self.batch = batch
+        self.texts: dict[str, str] = {}  # hash -> the text to count
+
+    def deferred(self) -> tuple[TokenCounter, set[str]]:
+        """A counter for one record, and the hashes it was asked for (filled as it is used)."""
+        asked: set[str] = set()
+
+        def count_later(content_hash: str, text: str) -> int:
+            self.texts.setdefault(content_hash, text)
+            asked.add(content_hash)
+            return 0
+
+        return count_later, asked
+
+    def resolve(self) -> dict[str, int]:
+        counts = {h: _token_cache[h] for h in self.texts if h in _token_cache}
+        unknown = [content_hash for content_hash in self.texts if content_hash not in counts]
+        if unknown:
+            for content_hash, count in _stored_counts(self.batch.project_id, unknown).items():
+                counts[content_hash] = count
+                _remember_count(content_hash, count)
+        for content_hash in unknown:
+            if content_hash not in counts:
+                counts[content_hash] = count_tokens(content_hash, self.texts[content_hash])
+        return counts
+
+    @staticmethod
+    def counted(record: CallRecord, asked: set[str], counts: dict[str, int]) -> CallRecord:
+        """The record with its items' counts (items from a sender's manifest brought their own)."""
+        if not asked or record.manifest_source == "explicit":
+            return record
+        items = tuple(
+            replace(item, tokens=item.tokens + counts[item.hash]) if item.hash in asked else item
+            for item in record.items
+        )
+        return replace(record, items=items)
+
+
+def save_contents(batch: Batch, items: Iterable[normalise.Item]) -> dict[str, str]:
+    """Store each text once per project; returns the texts stored now, by hash."""
+    by_hash = {item.hash: item for item in items if item.content is not None}
+    if not by_hash:
+        return {}
+    stored = _stored_hashes(batch.project_id, list(by_hash))
+    inserted = insert_rows(
+        Content,
+        [
+            {
+                "project_id": batch.project_id,
+                "hash": content_hash,
+                "text": item.content,
+                "truncated": item.content_truncated,
+                "tokens": _token_cache.get(content_hash),  # what the counter gave, if it counted it
+            }
+            for content_hash, item in by_hash.items()
+            if content_hash not in stored
+        ],
+        returning="hash",
+    )
+    return {content_hash: by_hash[content_hash].content for content_hash in inserted}
+
+
+def _stored_hashes(project_id: int, hashes: list[str]) -> set[str]:
+    """Which of these content hashes the project has stored already."""
+    if connection.vendor == "postgresql":
+        # One text parameter (hashes are hex): the ORM's IN list of ~1,500 parameters took 10-13 ms.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT hash FROM ingest_content "
+                "WHERE project_id = %s AND hash = ANY(string_to_array(%s, ','))",
+                [project_id, ",".join(hashes)],
+            )
+            return {found for (found,) in cursor.fetchall()}
+    return set(Content.objects.filter(project_id=project_id, hash__in=hashes).values_list("hash", flat=True))
+
+
+def _stored_counts(project_id: int, hashes: list[str]) -> dict[str, int]:
+    """The token counts the project has stored for these texts (by hash)."""
+    rows = Content.objects.filter(project_id=project_id, tokens__isnull=False)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT hash, tokens FROM ingest_content WHERE project_id = %s AND tokens IS NOT NULL "
+                "AND hash = ANY(string_to_array(%s, ','))",
+                [project_id, ",".join(hashes)],
+            )
+            return dict(cursor.fetchall())
+    return dict(rows.filter(hash__in=hashes).values_list("hash", "tokens"))

@@ -1,0 +1,126 @@
+"""One request, two spans: keep one call per model request.
+
+The Anthropic SDK (2.x) traces itself whenever a tracer provider is set, so with an instrumentation
+on top every request has two model-call spans: nested (OpenInference's messages.create) or siblings
+with the same response id (OpenLLMetry). Keep one call per request, chosen by a fixed rule so the
+result does not depend on which span arrived first.
+"""
+
+from collections import defaultdict
+from dataclasses import replace
+
+from django.db.models import Q
+
+from ingest.call_rows import Batch
+from ingest.models import Call
+from ingest.normalise import CallRecord
+
+
+def _preference(entry: CallRecord | Call, others: list) -> tuple:
+    is_outer = any(other.parent_span_id == entry.span_id for other in others)
+    return (not entry.content_captured, not is_outer, entry.start_ns, entry.span_id)
+
+
+def without_duplicates(batch: Batch, records: list[CallRecord]) -> tuple[list[CallRecord], list[Call]]:
+    """New records minus those duplicating another call of their request; stored calls they replace."""
+    if not records:
+        return records, []
+    response_ids = {record.response_id for record in records if record.response_id}
+    stored = list(
+        Call.objects.filter(
+            project_id=batch.project_id, trace_id__in={record.trace_id for record in records}
+        ).filter(
+            Q(response_id__in=response_ids)
+            | Q(span_id__in={record.parent_span_id for record in records if record.parent_span_id})
+            | Q(parent_span_id__in={record.span_id for record in records})
+            | Q(parent_span_id__in={record.parent_span_id for record in records if record.parent_span_id})
+        )
+    )
+    # In start order, so that which spans join does not depend on which arrived first.
+    entries: list[CallRecord | Call] = sorted(
+        [*records, *stored], key=lambda entry: (entry.start_ns, entry.span_id)
+    )
+
+    def same_request(a, b) -> bool:  # a and b are of the same trace
+        if a.response_id and a.response_id == b.response_id:
+            return True
+        # Nested or twin spans are one request only if nothing says otherwise: parallel calls under one
+        # agent can overlap with the same usage, but their responses or their prompts differ.
+        if (a.response_id and b.response_id) or _prompts_differ(a, b):
+            return False
+        return a.parent_span_id == b.span_id or b.parent_span_id == a.span_id or _twins(a, b)
+
+    group_of = list(range(len(entries)))  # union-find over "same request"
+    # The response ids in each group: a group never holds two, even through a span that has none.
+    response_ids = [{entry.response_id} - {""} for entry in entries]
+
+    def root(index: int) -> int:
+        while group_of[index] != index:
+            group_of[index] = group_of[group_of[index]]
+            index = group_of[index]
+        return index
+
+    # Only entries of one trace can be one request: compare within traces (a batch of 512 calls in
+    # 11 traces makes 13,000 pairs, not 131,000).
+    by_trace: dict[str, list[int]] = defaultdict(list)
+    for index, entry in enumerate(entries):
+        by_trace[entry.trace_id].append(index)
+    for indexes in by_trace.values():
+        for position, i in enumerate(indexes):
+            for j in indexes[position + 1 :]:
+                first, second = root(i), root(j)
+                if first == second or len(response_ids[first] | response_ids[second]) > 1:
+                    continue
+                if same_request(entries[i], entries[j]):
+                    group_of[second] = first
+                    response_ids[first] |= response_ids[second]
+    groups: dict[int, list] = defaultdict(list)
+    for index, entry in enumerate(entries):
+        groups[root(index)].append(entry)
+    keep, replaced = [], []
+    for members in groups.values():
+        winner = min(members, key=lambda entry: _preference(entry, members))
+        losers = [entry.span_id for entry in members if entry is not winner]
+        if isinstance(winner, CallRecord):
+            if losers:
+                note = f"{len(losers)} other span(s) of the same request ignored: {', '.join(losers)}"
+                winner = replace(winner, notes=(*winner.notes, note))
+            keep.append(winner)
+        replaced.extend(entry for entry in members if isinstance(entry, Call) and entry is not winner)
+    return keep, replaced
+
+
+def _usage_of(entry: CallRecord | Call) -> tuple:
+    usage = entry.usage.to_dict() if isinstance(entry, CallRecord) else entry.usage_dict()
+    return usage["prompt_total"], usage["output"]
+
+
+def _user_messages(entry: CallRecord | Call) -> tuple[str, ...]:
+    """Hashes of the user messages a call sent; empty when its content was not captured."""
+    if not entry.content_captured:
+        return ()
+    if isinstance(entry, CallRecord):
+        return tuple(item.hash for item in entry.items if item.kind == "message" and item.role == "user")
+    return tuple(
+        item["hash"] for item in entry.items if item["kind"] == "message" and item.get("role") == "user"
+    )
+
+
+def _prompts_differ(a: CallRecord | Call, b: CallRecord | Call) -> bool:
+    # Instrumentations render system prompts, tools and tool results differently (tests/instrumented/
+    # README.md), so two spans of one request differ there; the user messages they agree on.
+    first, second = _user_messages(a), _user_messages(b)
+    return bool(first and second) and first != second
+
+
+def _twins(a: CallRecord | Call, b: CallRecord | Call) -> bool:
+    """Sibling spans of one request without a response id: same parent, overlapping, same usage."""
+    usage = _usage_of(a)
+    return (
+        bool(a.parent_span_id)
+        and a.parent_span_id == b.parent_span_id
+        and a.start_ns <= b.end_ns
+        and b.start_ns <= a.end_ns
+        and None not in usage
+        and usage == _usage_of(b)
+    )

@@ -1,0 +1,155 @@
+"""Content that arrives apart from its span: log events joined to their call, whichever comes first.
+
+Some instrumentations send a call's messages as log records (``CONTENT_LOG_EVENTS``), in batches of
+their own. A span batch reads the records already stored for its calls; a log batch gives calls stored
+without content the content its records carry, and renumbers their runs from those calls on.
+"""
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable
+
+from django.db import connection
+
+from ingest import families, normalise
+from ingest.call_rows import CALL_CONTENT_FIELDS, Batch, content_fields
+from ingest.contents import count_tokens, save_contents
+from ingest.models import Call, LogRecord, Run, Span
+from ingest.normalise import Event
+from ingest.numbering import number_calls
+
+# Log events that carry a call's content (the legacy span events are read from the span itself).
+CONTENT_LOG_EVENTS = families.CONTENT_LOG_EVENTS
+
+
+def lock_traces(batch: Batch, trace_ids: Iterable[str], shared: bool = False) -> None:
+    """Take, until the transaction ends, a lock per trace on joining calls and their content log records.
+
+    A span batch looks for its calls' log records and a log batch for its records' calls: run at the same
+    time, each misses the other's uncommitted rows and the content is never joined. With the lock the
+    second waits for the first to commit, and then sees its rows. Span batches take it ``shared``: two of
+    them join nothing with each other, so they need not wait for each other (a conversation's traces
+    often straddle two batches processed at once). Locks are taken in one sorted sweep, so two batches
+    never deadlock on them (both take them before any run's row lock)."""
+    if connection.vendor != "postgresql" or not trace_ids:
+        return
+    keys = sorted({_lock_key(batch.project_id, trace_id) for trace_id in trace_ids})
+    lock = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count({lock}(key)) FROM unnest(%s::bigint[]) AS key", [keys])
+
+
+def _lock_key(project_id: int, trace_id: str) -> int:
+    digest = hashlib.blake2b(f"content-join:{project_id}:{trace_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def forget_event_content(batch: Batch, keys: list[tuple[str, str]]) -> None:
+    """Hash-only: content log records that a call has used keep their ids and times, not their content."""
+    if keys:
+        LogRecord.objects.filter(
+            project_id=batch.project_id,
+            trace_id__in={trace for trace, _ in keys},
+            span_id__in={span for _, span in keys},
+            event_name__in=CONTENT_LOG_EVENTS,
+        ).update(body=None, attributes={"ctxview.content_dropped": True})
+
+
+def content_events(batch: Batch, keys: list[tuple[str, str]]) -> dict[tuple[str, str], list[Event]]:
+    """Content log records already stored for these spans (they may arrive before their span)."""
+    if not keys:
+        return {}
+    found: dict[tuple[str, str], list[Event]] = defaultdict(list)
+    wanted = set(keys)
+    records = (
+        LogRecord.objects.filter(
+            project_id=batch.project_id,
+            trace_id__in={trace_id for trace_id, _ in keys},
+            span_id__in={span_id for _, span_id in keys},
+            event_name__in=CONTENT_LOG_EVENTS,
+        )
+        .order_by("time_unix_nano", "observed_time_unix_nano", "id")
+        .values_list("trace_id", "span_id", "event_name", "attributes", "body")
+    )
+    for trace_id, span_id, name, attributes, body in records:
+        if (trace_id, span_id) in wanted:
+            found[(trace_id, span_id)].append(Event(name, attributes, body))
+    return found
+
+
+def join_log_events(batch: Batch, rows: list[dict]) -> set[int]:
+    """Give calls stored without content the content their log events carry, whenever those arrive.
+
+    Returns the ids of the runs whose calls changed."""
+    keys = {
+        (row["trace_id"], row["span_id"])
+        for row in rows
+        if row["span_id"] and row["event_name"] in CONTENT_LOG_EVENTS
+    }
+    if not keys:
+        return set()
+    lock_traces(batch, {trace_id for trace_id, _ in keys})
+    candidates = Call.objects.filter(
+        project_id=batch.project_id,
+        trace_id__in={trace for trace, _ in keys},
+        span_id__in={span for _, span in keys},
+        content_captured=False,
+    ).exclude(manifest_source="explicit")
+    calls = [call for call in candidates if (call.trace_id, call.span_id) in keys]
+    if not calls:
+        return set()
+    runs = list(
+        Run.objects.select_for_update()
+        .defer("analysis_state")
+        .filter(id__in={call.run_id for call in calls})
+        .order_by("id")
+    )
+    call_keys = [(call.trace_id, call.span_id) for call in calls]
+    events = content_events(batch, call_keys)
+    spans = stored_spans(batch.project_id, call_keys)
+    items = []
+    for call in calls:
+        span = spans.get((call.trace_id, call.span_id))
+        if span is None:
+            continue
+        record = normalise.call_record(
+            span_row(span), span.resource.attributes, events[(call.trace_id, call.span_id)], count_tokens
+        )
+        items.extend(record.items)
+        for name, value in content_fields(record).items():
+            setattr(call, name, value)
+        # A user message now visible may start a new turn: renumber the run from this call on.
+        call.seq = call.turn = None
+    if batch.keep_content:
+        save_contents(batch, items)
+    else:
+        forget_event_content(batch, call_keys)
+    Call.objects.bulk_update(calls, [*CALL_CONTENT_FIELDS, "seq", "turn"], batch_size=200)
+    for run in runs:
+        number_calls(run, renumber=True)
+    return {run.id for run in runs}
+
+
+def stored_spans(project_id: int, keys: list[tuple[str, str]]) -> dict:
+    spans = Span.objects.filter(
+        project_id=project_id,
+        trace_id__in={trace for trace, _ in keys},
+        span_id__in={span for _, span in keys},
+    ).select_related("resource")
+    return {(span.trace_id, span.span_id): span for span in spans}
+
+
+def span_row(span: Span) -> dict:
+    """A stored span in the shape ``otlp.spans`` yields, for ``normalise.call_record``."""
+    return {
+        "trace_id": span.trace_id,
+        "span_id": span.span_id,
+        "parent_span_id": span.parent_span_id,
+        "name": span.name,
+        "start_time_unix_nano": span.start_time_unix_nano,
+        "end_time_unix_nano": span.end_time_unix_nano,
+        "attributes": span.attributes,
+        "events": span.events,
+        "scope_name": span.scope_name,
+        "scope_version": span.scope_version,
+    }
