@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 TABLES = {
     "spans": "ingest_span",
     "calls": "ingest_call",
+    "item lists": "ingest_itemlist",
     "content": "ingest_content",
     "runs": "ingest_run",
     "resources": "ingest_resource",

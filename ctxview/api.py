@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET
 from ctxcore import analysis, catalogue
 from ctxview.access import NotAuthenticated, api_projects
 from ctxview.panels import agents as agents_panel
-from ctxview.queries import agent_groups, agent_rows, finding_counts, prices_of, started_between
+from ctxview.queries import agent_groups, agent_rows, finding_counts, manifests, prices_of, started_between
 from ctxview.search import ITEM_FILTERS, runs_with_item
 from ctxview.shapes.runs import label_filter
 from ingest.models import Call, Content, Finding, Project, Run, Span
@@ -299,11 +299,7 @@ def item_lifecycle(
         return error("no such run", 404)
     # Stored items (defaults left out) are what item_lifecycle reads, as on the item page: expanding
     # every item of a long run first would only cost time.
-    calls = (
-        run.calls.filter(seq__isnull=False)
-        .order_by("seq")
-        .values_list("seq", "items", "excluded", "manifest_source")
-    )
+    calls = ((seq, items, excluded, source) for seq, _turn, items, excluded, source in manifests(run))
     lifecycle = analysis.item_lifecycle(item_id, calls)
     if lifecycle["first_seq"] is None and not lifecycle["excluded"]:
         return error("no such item in this run", 404)

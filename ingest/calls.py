@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from django.db import connection
 from django.db.models import Q
 
-from ingest import agent_sessions, families, normalise, tokens
+from ingest import agent_sessions, families, itemlists, normalise, tokens
 from ingest.analyse import ANALYSIS_FIELDS, analyse_appended, invalidate
 from ingest.bulk import insert_rows
 from ingest.models import Call, Content, LogRecord, Operation, Run
@@ -196,6 +196,7 @@ def save(
                 analysed.add(run.id)
     # A call stored meanwhile by another worker fails the batch (IntegrityError): it is retried, and
     # then sees that call; skipping it would count its usage in the run's totals twice.
+    itemlists.store(project_id, every_call)
     insert_rows(Call, [_row(call) for calls in calls_of.values() for call in calls], on_conflict="fail")
     _add_to_totals(runs, every_call)
     for run in runs.values():
@@ -445,7 +446,7 @@ CALL_CONTENT_FIELDS = (
     "content_captured",
     "manifest_source",
     "manifest_error",
-    "items",
+    "item_list",
     "excluded",
     "budget",
     "prompt_version",
@@ -680,6 +681,7 @@ def join_log_events(project_id: int, rows: list[dict], keep_content: bool = True
         _save_contents(project_id, items)
     else:
         _forget_event_content(project_id, call_keys)
+    itemlists.store(project_id, calls)
     Call.objects.bulk_update(calls, [*CALL_CONTENT_FIELDS, "seq", "turn"], batch_size=200)
     for run in runs:
         number_calls(run, renumber=True)

@@ -8,6 +8,7 @@ from django.db import models
 from django.utils import timezone
 
 from ctxcore.vocabulary import expand
+from ingest import compact
 from ingest.redact import DEFAULT_PATTERNS, Redactor
 
 
@@ -293,6 +294,81 @@ class Run(models.Model):
             self.agent_name = agent_name
 
 
+class ItemListManager(models.Manager):
+    def decoded(self, list_ids: set[int]) -> dict[int, tuple[int, list[dict]]]:
+        """``(depth, items)`` of these lists and of the lists they are based on, by id (one query)."""
+        if not list_ids:
+            return {}
+        marks = ", ".join(["%s"] * len(list_ids))
+        # The lists and their bases down to their snapshots (at most MAX_DEPTH + 1 rows each).
+        rows = self.raw(
+            "WITH RECURSIVE chain(id) AS ("
+            f" SELECT id FROM ingest_itemlist WHERE id IN ({marks})"
+            " UNION SELECT list.base_id FROM ingest_itemlist list JOIN chain ON list.id = chain.id"
+            " WHERE list.base_id IS NOT NULL"
+            ") SELECT id, base_id, depth, ops, entered FROM ingest_itemlist"
+            " WHERE id IN (SELECT id FROM chain)",
+            list(list_ids),
+        )
+        decoded: dict[int, tuple[int, list[dict]]] = {}
+        for row in sorted(rows, key=lambda row: row.depth):  # a base is shallower than its lists
+            base = decoded[row.base_id][1] if row.base_id else None
+            decoded[row.id] = (row.depth, compact.decode(base, row.ops, row.entered))
+        return decoded
+
+    def load(self, calls: list["Call"]) -> None:
+        """Give these calls their stored items."""
+        lists = self.decoded({call.item_list_id for call in calls if call.item_list_id})
+        for call in calls:
+            call._items = lists[call.item_list_id][1] if call.item_list_id else []
+            call._items_changed = False
+
+
+class ItemList(models.Model):
+    """A call's items in render order, stored as what changed since a base list (ingest.compact).
+
+    Immutable: a call whose items change gets a new list, so a list another list is based on never
+    changes under it. A list is at most ``depth`` lists away from a snapshot (one with no base), so
+    rebuilding one reads at most ``ingest.itemlists.MAX_DEPTH + 1`` rows. ``entered`` holds the items
+    the list does not copy from its base (every item of a snapshot): an item of a run is in the
+    ``entered`` of the list where it entered the run, which is what search looks up (GIN index).
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    base = models.ForeignKey("self", null=True, on_delete=models.RESTRICT, related_name="+")
+    depth = models.PositiveSmallIntegerField(default=0)
+    ops = models.JSONField(default=list)
+    entered = models.JSONField(default=list)
+
+    objects = ItemListManager()
+
+    # Lists between a list and its snapshot: rebuilding a call's items reads at most MAX_DEPTH + 1 rows.
+    MAX_DEPTH = 31
+
+
+class CallQuerySet(models.QuerySet):
+    """Calls that read their items together: the first ``call.items`` of a fetched chunk loads the
+    item lists of the whole chunk in one query (a loop over a run's calls is not a query per call)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if self._iterable_class is models.query.ModelIterable:
+            self._iterable_class = _CallIterable
+
+
+class _CallIterable(models.query.ModelIterable):
+    GROUP = 200
+
+    def __iter__(self):
+        group: list = []
+        for call in super().__iter__():
+            if len(group) == self.GROUP:
+                group = []
+            group.append(call)
+            call._items_group = group
+            yield call
+
+
 class Call(models.Model):
     """One model request, its normalised usage and its manifest (items in render order)."""
 
@@ -335,7 +411,8 @@ class Call(models.Model):
     content_captured = models.BooleanField(default=False)
     manifest_source = models.CharField(max_length=10)  # explicit | derived | none
     manifest_error = models.TextField(blank=True)
-    items = models.JSONField(default=list)
+    # The items, read and set as ``items`` (ingest.itemlists); null: no items.
+    item_list = models.ForeignKey(ItemList, null=True, on_delete=models.RESTRICT, related_name="+")
     excluded = models.JSONField(default=list)
     budget = models.JSONField(null=True)
     prompt_version = models.CharField(max_length=200, blank=True)
@@ -378,6 +455,13 @@ class Call(models.Model):
         "finish_reasons",
     )
 
+    objects = CallQuerySet.as_manager()
+
+    # ``items`` as last set or loaded (None: not loaded yet); whether they were set since the last save.
+    _items: list[dict] | None = None
+    _items_changed = False
+    _items_group: list | None = None
+
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "trace_id", "span_id"], name="call_unique")]
         indexes = [
@@ -386,9 +470,29 @@ class Call(models.Model):
             models.Index(fields=["project", "trace_id", "parent_span_id"], name="call_parent"),
         ]
 
+    def save(self, *args, **kwargs) -> None:
+        fields = kwargs.get("update_fields")
+        if self._items_changed and (fields is None or "item_list" in fields):
+            # Lists are written for many calls at once, based on their run's previous lists.
+            raise ValueError("store the call's new items first: ingest.itemlists.store(project_id, calls)")
+        super().save(*args, **kwargs)
+
     @property
     def model(self) -> str:
         return self.response_model or self.request_model
+
+    @property
+    def items(self) -> list[dict]:
+        """The items in render order, stored without defaults (read them, don't change them in place)."""
+        if self._items is None:
+            group = self._items_group or [self]
+            ItemList.objects.load([call for call in group if call._items is None] or [self])
+        return self._items
+
+    @items.setter
+    def items(self, value: list[dict]) -> None:
+        self._items = list(value)
+        self._items_changed = True
 
     def full_items(self) -> list[dict]:
         """The items with every field and their position (they are stored without defaults)."""

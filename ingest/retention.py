@@ -1,9 +1,9 @@
 """Deleting data: a run by hand, and everything older than a project's retention, periodically.
 
 A run takes with it its calls, findings, checkpoints, notes and labels (foreign keys), the spans and log
-records of its traces (unless another run still has calls in the same trace), and the content no
-remaining call refers to. Raw batches have their own, shorter retention; a pending batch is never
-deleted (it holds data not yet processed).
+records of its traces (unless another run still has calls in the same trace), the item lists no
+remaining call needs, and the content no remaining item list refers to. Raw batches have their own,
+shorter retention; a pending batch is never deleted (it holds data not yet processed).
 """
 
 import logging
@@ -13,7 +13,8 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ingest.models import Call, Content, LogRecord, Project, RawBatch, Run, Span
+from ingest import itemlists
+from ingest.models import Call, Content, ItemList, LogRecord, Project, RawBatch, Run, Span
 
 logger = logging.getLogger(__name__)
 
@@ -21,19 +22,21 @@ CHUNK = 200
 
 
 def referenced_hashes(project_id: int, hashes: set[str]) -> set[str]:
-    """Which of these content hashes an item of a call of the project still refers to."""
+    """Which of these content hashes an item of a stored item list of the project still refers to (a
+    list holds every item of the lists based on it, so this covers every call's items)."""
     if not hashes:
         return set()
+    lists = ItemList.objects.filter(project_id=project_id)
     if connection.vendor == "postgresql":
-        # One containment test per hash, each answered by the GIN index on Call.items.
+        # One containment test per hash, each answered by the GIN index on ItemList.entered.
         return {
             content_hash
             for content_hash in hashes
-            if Call.objects.filter(project_id=project_id, items__contains=[{"hash": content_hash}]).exists()
+            if lists.filter(entered__contains=[{"hash": content_hash}]).exists()
         }
     found: set[str] = set()
-    for items in Call.objects.filter(project_id=project_id).values_list("items", flat=True).iterator():
-        found.update(item["hash"] for item in items if item["hash"] in hashes)
+    for entered in lists.values_list("entered", flat=True).iterator():
+        found.update(item["hash"] for item in entered if item["hash"] in hashes)
     return found
 
 
@@ -42,13 +45,14 @@ def delete_runs(project_id: int, run_ids: list[int]) -> dict[str, int]:
     counts = {"runs": 0, "calls": 0, "spans": 0, "log_records": 0, "contents": 0}
     with transaction.atomic():
         calls = Call.objects.filter(project_id=project_id, run_id__in=run_ids)
-        hashes: set[str] = set()
+        lists: set[int] = set()
         traces: set[str] = set()
-        for trace_id, items in calls.values_list("trace_id", "items").iterator():
+        for trace_id, list_id in calls.values_list("trace_id", "item_list_id").iterator():
             counts["calls"] += 1
             traces.add(trace_id)
-            hashes.update(item["hash"] for item in items)
+            lists.add(list_id)
         Run.objects.filter(project_id=project_id, id__in=run_ids).delete()
+        hashes = itemlists.collect(project_id, lists - {None})
         counts["runs"] = len(run_ids)
         shared = set(
             Call.objects.filter(project_id=project_id, trace_id__in=traces).values_list("trace_id", flat=True)
@@ -86,6 +90,11 @@ def apply_retention(project: Project, now=None) -> dict[str, int]:
     totals["spans"] += count
     count, _ = LogRecord.objects.filter(project=project, received_at__lt=cutoff).delete()
     totals["log_records"] += count
+    # Lists no call needs any more (a call replaced by a better span of its request, or re-assembled).
+    hashes = itemlists.collect(project.id)
+    unreferenced = hashes - referenced_hashes(project.id, hashes)
+    count, _ = Content.objects.filter(project=project, hash__in=unreferenced).delete()
+    totals["contents"] += count
     raw_cutoff = now - timedelta(days=project.raw_retention_days)
     count, _ = (
         RawBatch.objects.filter(project=project, received_at__lt=raw_cutoff)

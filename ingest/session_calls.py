@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from django.db.models import Q
 
-from ingest import calls, sessions
+from ingest import calls, itemlists, sessions
 from ingest.analyse import invalidate
 from ingest.families import SESSION_FAMILIES, Family
 from ingest.models import Call, LogRecord, Run, Span
@@ -108,14 +108,15 @@ def _log_row(log: LogRecord) -> dict:
 
 
 # What the assembly decides; numbering and analysis follow from it.
-_DERIVED = ("seq", "turn", "carried_fingerprint", "carried_invocation", "analysis")
+_DERIVED = ("seq", "turn", "carried_fingerprint", "carried_invocation", "analysis", "item_list_id")
 _COMPARED = [name for name in calls._CALL_COLUMNS if name not in _DERIVED]
 
 
 def _same(call: Call, record: CallRecord) -> bool:
     """Whether the stored call is what the session now assembles (nothing to rewrite)."""
     fresh = calls._call(call.project_id, call.run_id, record)
-    return all(getattr(call, name) == getattr(fresh, name) for name in _COMPARED)
+    same_fields = all(getattr(call, name) == getattr(fresh, name) for name in _COMPARED)
+    return same_fields and call.items == fresh.items
 
 
 def _refresh_session(project_id: int, session: _Session, keep_content: bool) -> int | None:
@@ -152,7 +153,9 @@ def _refresh_session(project_id: int, session: _Session, keep_content: bool) -> 
     Call.objects.filter(id__in=[call.id for call in gone]).delete()
     if keep_content:
         calls._save_contents(project_id, [item for record in new for item in record.items])
-    Call.objects.bulk_create([calls._call(project_id, run.id, record) for record in new], batch_size=200)
+    fresh = [calls._call(project_id, run.id, record) for record in new]
+    itemlists.store(project_id, fresh)
+    Call.objects.bulk_create(fresh, batch_size=200)
     for record in new:
         # A subagent's name is its calls' (Call.agent_name); the run is the CLI's session.
         run.count_call(record.usage.to_dict(), record.model)
