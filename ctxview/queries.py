@@ -22,7 +22,7 @@ from django.db.models import (
     Subquery,
     Sum,
 )
-from django.db.models.fields.json import KT, KeyTransform
+from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce, Substr
 from django.urls import reverse
 
@@ -55,17 +55,11 @@ def series(run: Run, turn: int | None = None, seqs: tuple[int, int] | None = Non
         calls = calls.filter(turn=turn)
     if seqs is not None:
         calls = calls.filter(seq__gte=seqs[0], seq__lte=seqs[1])
-    rows = calls.order_by("seq").values(
-        "id",
-        "seq",
-        "turn",
-        "budget",
-        *USAGE,
-        buckets=KeyTransform("buckets", "analysis"),
-        cache=KeyTransform("cache", "analysis"),
-    )
+    rows = calls.order_by("seq").values("id", "seq", "turn", "budget", *USAGE, "analysis")
     out = []
     for row in rows:
+        analysis = row.pop("analysis") or {}
+        row["buckets"], row["cache"] = analysis.get("buckets"), analysis.get("cache")
         row["url"] = call_url(row["id"])
         out.append(row)
     return out
@@ -280,9 +274,7 @@ def runs(project: Project, filters: dict) -> QuerySet[Run]:
         Call.objects.filter(run=OuterRef("pk"))
         .order_by()
         .values("run")
-        .annotate(
-            peak=Coalesce(Max("prompt_total"), Max(Cast(KT("analysis__buckets__total"), IntegerField())))
-        )
+        .annotate(peak=Coalesce(Max("prompt_total"), Max("window_total")))
         .values("peak")
     )
     findings = (

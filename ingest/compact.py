@@ -6,9 +6,10 @@ its base plus the items it does not take from the base (``entered``, in order)::
     ops = [start, length, start, length, ...]   start >= 0: base[start:start + length]
                                                 start == -1: the next ``length`` entered items
 
-A snapshot has no base: its ops are ``[-1, len(items)]`` (or empty for an empty list).
+A snapshot has no base: it holds its items whole, zlib-compressed JSON (``pack``/``unpack``).
 """
 
+import zlib
 from collections.abc import Mapping, Sequence
 
 import orjson
@@ -65,9 +66,41 @@ def _append(ops: list[int], start: int, length: int) -> None:
     ops.extend((start, length))
 
 
-def snapshot(items: Sequence[Mapping]) -> tuple[list[int], list[dict]]:
-    """``(ops, entered)`` of a list stored whole."""
-    return ([FROM_ENTERED, len(items)] if items else []), [dict(item) for item in items]
+# A call's analysis (ctxcore.analysis.CallAnalysis: buckets, cache, conflicts) is ~600 bytes of JSON,
+# mostly the same keys every call: compressed against a typical one, it takes ~60-150 bytes.
+_ANALYSIS_SAMPLE = (
+    b'{"cache":{"broke":false,"cause":null,"detail":{},"minimum":1024,"cost_usd":null,"disagrees":null,'
+    b'"calibration":null,"cached_items":0,"expected_read":0,"reference_seq":null,"reported_read":null,'
+    b'"reusable_items":0,"reusable_tokens":0,"calibration_note":null,"tokens_rewritten":0,'
+    b'"provider_diagnosis":null,"invalidator_item_id":null},"buckets":{"parts":{"other":0,"tools":0,'
+    b'"memory":0,"system":0,"summary":0,"retrieved":0,"scaffolding":0,"conversation":0,"tool_results":0},'
+    b'"scale":1.0,"total":0,"estimated":true,"reconciled":true,"items_total":0,"prompt_total":0,'
+    b'"unknown_items":0},"conflicts":[]}'
+)
+# The first byte of a packed value names its dictionary, so a new one can be added without rewriting rows.
+_DICTIONARIES = {1: _ANALYSIS_SAMPLE}
+_DICTIONARY = 1
+
+
+def pack_json(value) -> bytes:
+    """JSON, deflated against a preset dictionary."""
+    compressor = zlib.compressobj(6, zlib.DEFLATED, -15, zdict=_DICTIONARIES[_DICTIONARY])
+    return bytes([_DICTIONARY]) + compressor.compress(orjson.dumps(value)) + compressor.flush()
+
+
+def unpack_json(data: bytes | memoryview):
+    data = bytes(data)
+    decompressor = zlib.decompressobj(-15, zdict=_DICTIONARIES[data[0]])
+    return orjson.loads(decompressor.decompress(data[1:]) + decompressor.flush())
+
+
+def pack(items: Sequence[Mapping]) -> bytes:
+    """A list stored whole."""
+    return zlib.compress(orjson.dumps(items), 6)
+
+
+def unpack(data: bytes | memoryview) -> list[dict]:
+    return orjson.loads(zlib.decompress(data))
 
 
 def decode(base: Sequence[Mapping] | None, ops: Sequence[int], entered: Sequence[Mapping]) -> list[dict]:

@@ -4,7 +4,8 @@ A call's list is based on the list of the call before it in its run, as stored w
 written (the previous call of the same batch, or the stored one before the batch's first). A late call
 is based on whatever preceded it then; the calls after it keep their bases, which never change (lists
 are immutable), so renumbering a run leaves every list readable. A snapshot is stored every
-``MAX_DEPTH + 1`` lists of a chain, or when most of the items are new.
+``MAX_DEPTH + 1`` lists of a chain, or when most of the items are new; it keeps its base (not read:
+the items that entered there stay findable, and their content referenced, while the snapshot is).
 """
 
 import json
@@ -54,14 +55,14 @@ def store(project_id: int, calls: Iterable[Call]) -> None:
 
 
 def _encoded(project_id: int, base: tuple[int, int, list[dict]] | None, items: list[dict]) -> ItemList:
-    if base is not None and base[1] < MAX_DEPTH:
-        ops, entered = compact.encode(base[2], items)
-        # A delta that holds most of the items saves little and costs a row to read: store it whole.
-        if len(entered) * 2 <= len(items):
-            depth = base[1] + 1
-            return ItemList(project_id=project_id, base_id=base[0], depth=depth, ops=ops, entered=entered)
-    ops, entered = compact.snapshot(items)
-    return ItemList(project_id=project_id, base_id=None, depth=0, ops=ops, entered=entered)
+    if base is None:
+        return ItemList(project_id=project_id, entered=items, whole=compact.pack(items))
+    ops, entered = compact.encode(base[2], items)
+    # A delta that holds most of the items saves little and costs a row to read: store it whole. A
+    # snapshot keeps its base too, not to be read but so that what entered there stays findable.
+    if base[1] >= MAX_DEPTH or len(entered) * 2 > len(items):
+        return ItemList(project_id=project_id, base_id=base[0], entered=entered, whole=compact.pack(items))
+    return ItemList(project_id=project_id, base_id=base[0], depth=base[1] + 1, ops=ops, entered=entered)
 
 
 def _stored_predecessors(by_run: dict[int, list[Call]], rewritten: set[int]) -> dict[int, int]:
@@ -108,6 +109,7 @@ def collect(project_id: int, list_ids: Iterable[int] | None = None) -> set[str]:
         if not gone:
             break
         ItemList.objects.filter(id__in=[list_id for list_id, _, _ in gone]).delete()
+        # The other items of these lists entered their bases: reported when those go.
         hashes.update(item["hash"] for _, _, entered in gone for item in entered)
         candidates = {base_id for _, base_id, _ in gone if base_id}
     return hashes

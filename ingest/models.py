@@ -12,6 +12,22 @@ from ingest import compact
 from ingest.redact import DEFAULT_PATTERNS, Redactor
 
 
+class PackedJSONField(models.BinaryField):
+    """JSON stored deflated against a preset dictionary (ingest.compact.pack_json): a small value that
+    repeats its keys on every row takes a tenth of its jsonb size. SQL cannot look inside it."""
+
+    packs_value = True  # ingest.bulk prepares it for COPY
+
+    def from_db_value(self, value, expression, connection):
+        return None if value is None else compact.unpack_json(value)
+
+    def to_python(self, value):
+        return compact.unpack_json(value) if isinstance(value, bytes | memoryview) else value
+
+    def get_prep_value(self, value):
+        return None if value is None else compact.pack_json(value)
+
+
 def default_redaction_patterns() -> list[list[str]]:
     return [list(pattern) for pattern in DEFAULT_PATTERNS]
 
@@ -305,15 +321,17 @@ class ItemListManager(models.Manager):
             "WITH RECURSIVE chain(id) AS ("
             f" SELECT id FROM ingest_itemlist WHERE id IN ({marks})"
             " UNION SELECT list.base_id FROM ingest_itemlist list JOIN chain ON list.id = chain.id"
-            " WHERE list.base_id IS NOT NULL"
-            ") SELECT id, base_id, depth, ops, entered FROM ingest_itemlist"
+            " WHERE list.base_id IS NOT NULL AND list.whole IS NULL"
+            ") SELECT id, base_id, depth, ops, entered, whole FROM ingest_itemlist"
             " WHERE id IN (SELECT id FROM chain)",
             list(list_ids),
         )
         decoded: dict[int, tuple[int, list[dict]]] = {}
         for row in sorted(rows, key=lambda row: row.depth):  # a base is shallower than its lists
-            base = decoded[row.base_id][1] if row.base_id else None
-            decoded[row.id] = (row.depth, compact.decode(base, row.ops, row.entered))
+            if row.whole is not None:
+                decoded[row.id] = (row.depth, compact.unpack(row.whole))
+            else:
+                decoded[row.id] = (row.depth, compact.decode(decoded[row.base_id][1], row.ops, row.entered))
         return decoded
 
     def load(self, calls: list["Call"]) -> None:
@@ -328,10 +346,11 @@ class ItemList(models.Model):
     """A call's items in render order, stored as what changed since a base list (ingest.compact).
 
     Immutable: a call whose items change gets a new list, so a list another list is based on never
-    changes under it. A list is at most ``depth`` lists away from a snapshot (one with no base), so
-    rebuilding one reads at most ``ingest.itemlists.MAX_DEPTH + 1`` rows. ``entered`` holds the items
-    the list does not copy from its base (every item of a snapshot): an item of a run is in the
-    ``entered`` of the list where it entered the run, which is what search looks up (GIN index).
+    changes under it. A list is ``depth`` lists away from a snapshot (one stored ``whole``; its base is
+    not read), so rebuilding one reads at most ``MAX_DEPTH + 1`` rows. ``entered`` holds the items that
+    were not in the run's list before it (a delta takes them from there; a snapshot has them in
+    ``whole`` too): an item of a run is in the ``entered`` of the list where it entered the run, which
+    is what search looks up (GIN index), without indexing every snapshot's whole list again.
     """
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
@@ -339,6 +358,7 @@ class ItemList(models.Model):
     depth = models.PositiveSmallIntegerField(default=0)
     ops = models.JSONField(default=list)
     entered = models.JSONField(default=list)
+    whole = models.BinaryField(null=True)
 
     objects = ItemListManager()
 
@@ -419,7 +439,9 @@ class Call(models.Model):
     tool_calls = models.JSONField(default=list)
     tool_definitions = models.JSONField(null=True)  # names, or null when the call did not report them
     finish_reasons = models.JSONField(default=list)
-    analysis = models.JSONField(null=True)  # buckets, cache, conflicts (ctxcore.analysis.CallAnalysis)
+    analysis = PackedJSONField(null=True)  # buckets, cache, conflicts (ctxcore.analysis.CallAnalysis)
+    # The analysis's window total (buckets.total), for SQL: a run's peak window when usage is unknown.
+    window_total = models.BigIntegerField(null=True)
 
     # What a run export keeps of a call (ctxview.exchange; schemas/run-export-v1.schema.json).
     EXPORT_FIELDS = (

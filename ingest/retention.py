@@ -22,21 +22,22 @@ CHUNK = 200
 
 
 def referenced_hashes(project_id: int, hashes: set[str]) -> set[str]:
-    """Which of these content hashes an item of a stored item list of the project still refers to (a
-    list holds every item of the lists based on it, so this covers every call's items)."""
+    """Which of these content hashes an item of a stored item list of the project still refers to (every
+    item of a list entered it or a list it is based on, and a list's bases are kept while it is)."""
     if not hashes:
         return set()
     lists = ItemList.objects.filter(project_id=project_id)
+    found: set[str] = set()
     if connection.vendor == "postgresql":
         # One containment test per hash, each answered by the GIN index on ItemList.entered.
-        return {
+        found = {
             content_hash
             for content_hash in hashes
             if lists.filter(entered__contains=[{"hash": content_hash}]).exists()
         }
-    found: set[str] = set()
-    for entered in lists.values_list("entered", flat=True).iterator():
-        found.update(item["hash"] for item in entered if item["hash"] in hashes)
+    else:
+        for entered in lists.values_list("entered", flat=True).iterator():
+            found.update(item["hash"] for item in entered if item["hash"] in hashes)
     return found
 
 

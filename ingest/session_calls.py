@@ -108,7 +108,15 @@ def _log_row(log: LogRecord) -> dict:
 
 
 # What the assembly decides; numbering and analysis follow from it.
-_DERIVED = ("seq", "turn", "carried_fingerprint", "carried_invocation", "analysis", "item_list_id")
+_DERIVED = (
+    "seq",
+    "turn",
+    "carried_fingerprint",
+    "carried_invocation",
+    "analysis",
+    "window_total",
+    "item_list_id",
+)
 _COMPARED = [name for name in calls._CALL_COLUMNS if name not in _DERIVED]
 
 

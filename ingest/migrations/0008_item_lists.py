@@ -3,6 +3,8 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
+from ingest import compact
+
 
 def to_item_lists(apps, schema_editor):
     """Every stored call's items become a list of its own, stored whole; new calls are stored as deltas."""
@@ -13,7 +15,7 @@ def to_item_lists(apps, schema_editor):
     while chunk := list(calls.filter(id__gt=last)[:500]):
         lists = ItemList.objects.bulk_create(
             [
-                ItemList(project_id=call.project_id, depth=0, ops=[-1, len(call.items)], entered=call.items)
+                ItemList(project_id=call.project_id, entered=call.items, whole=compact.pack(call.items))
                 for call in chunk
             ]
         )
@@ -50,6 +52,7 @@ class Migration(migrations.Migration):
                 ("depth", models.PositiveSmallIntegerField(default=0)),
                 ("ops", models.JSONField(default=list)),
                 ("entered", models.JSONField(default=list)),
+                ("whole", models.BinaryField(null=True)),
                 (
                     "base",
                     models.ForeignKey(
