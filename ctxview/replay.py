@@ -53,7 +53,7 @@ def run_calls(run: Run) -> list[CallInput]:
     """The run's numbered calls in order, as the analyses read them (without content)."""
     fields = (
         "seq turn start_ns end_ns request_model response_model provider uncached cache_write cache_read "
-        "output reasoning prompt_total usage_raw items excluded manifest_source budget tool_calls "
+        "output reasoning prompt_total usage_raw item_list excluded manifest_source budget tool_calls "
         "tool_definitions agent_name"
     ).split()
     calls = run.calls.filter(seq__isnull=False).order_by("seq").only(*fields)
