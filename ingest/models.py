@@ -120,6 +120,8 @@ class RawBatch(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     error = models.CharField(max_length=500, blank=True)
     redacted = models.PositiveIntegerField(default=0)  # strings masked before storing
+    # The body recompressed harder once processed (ingest.retention.compact_raw_batches).
+    compacted = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         indexes = [models.Index(fields=["status", "received_at"], name="rawbatch_status_received")]
