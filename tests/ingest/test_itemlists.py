@@ -168,3 +168,11 @@ def test_setting_items_without_storing_them_is_refused(send, project, key):
     itemlists.store(project.id, [call])
     call.save()
     assert Call.objects.get(id=call.id).items == []
+
+
+def test_deleting_a_project_deletes_its_calls_and_their_chained_lists(send, project, key):
+    for request in conversation(5):
+        send(key, request)
+    assert ItemList.objects.filter(project=project, whole__isnull=True).exists()
+    project.delete()
+    assert not ItemList.objects.exists() and not Call.objects.exists()
