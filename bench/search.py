@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 def fill(runs: int, calls_per_run: int) -> dict:
     from ctxcore.vocabulary import digest
     from ctxview.models import Label
+    from ingest import itemlists
     from ingest.keys import create_key
     from ingest.models import Call, Finding, Project, Run
 
@@ -119,6 +120,7 @@ def fill(runs: int, calls_per_run: int) -> dict:
                 )
             if number % 50 == 0:
                 labels.append(Label(project=project, run=run, name="incident"))
+        itemlists.store(project.id, calls)
         Call.objects.bulk_create(calls, batch_size=1000)
         Finding.objects.bulk_create(findings)
         Label.objects.bulk_create(labels)

@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 TABLES = {
     "spans": "ingest_span",
     "calls": "ingest_call",
+    "item lists": "ingest_itemlist",
     "content": "ingest_content",
     "runs": "ingest_run",
     "resources": "ingest_resource",
@@ -38,10 +39,13 @@ def main() -> None:
 
     with django_in_process(args.database_url):
         from django.db import connection
+        from django.db.models import Sum
+        from django.db.models.functions import Length
         from django.test import Client
 
         from ingest.keys import create_key
         from ingest.models import Call, Project, RawBatch
+        from ingest.retention import compact_raw_batches
 
         key = create_key(Project.objects.create(slug="bench", name="bench"))
         requests = build_run(args.calls)
@@ -62,8 +66,13 @@ def main() -> None:
                 sizes[label] = cursor.fetchone()[0]
         raw = sum(len(body) for body in requests)
         stored = sum(size for label, size in sizes.items() if label != "raw batches")
+        # What the hourly retention does to processed batches: their bodies recompressed harder.
+        bodies = RawBatch.objects.aggregate(total=Sum(Length("body")))["total"]
+        compact_raw_batches(Project.objects.get(slug="bench"))
+        compacted = RawBatch.objects.aggregate(total=Sum(Length("body")))["total"]
         if args.json:
             figures = {"calls": args.calls, "raw_bytes": raw, "stored_bytes": stored, "tables": sizes}
+            figures |= {"raw_batch_bodies": bodies, "raw_batch_bodies_compacted": compacted}
             print(json.dumps(figures | {"seconds": elapsed}))
             return
         print(
@@ -76,6 +85,10 @@ def main() -> None:
             print(f"{label:24}{size:>14,}{size // args.calls:>12,}")
         print(f"{'stored (without raw)':24}{stored:>14,}{stored // args.calls:>12,}")
         print(f"stored / raw = {stored / raw:.3f}")
+        print(
+            f"raw batch bodies {bodies:,} B ({bodies // args.calls:,} per call); recompressed once processed "
+            f"(retention): {compacted:,} B ({compacted // args.calls:,} per call)"
+        )
 
 
 if __name__ == "__main__":

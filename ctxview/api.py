@@ -16,7 +16,7 @@ from ctxcore import analysis, catalogue
 from ctxview.access import NotAuthenticated, api_projects
 from ctxview.panels import agents as agents_panel
 from ctxview.params import BadParameter, int_param, time_param
-from ctxview.queries import agent_groups, agent_rows, context_edits, finding_counts, prices_of
+from ctxview.queries import agent_groups, agent_rows, context_edits, finding_counts, manifests, prices_of
 from ctxview.search import search_runs
 from ctxview.shapes.runs import search_terms
 from ingest.models import Call, Content, Project, Run, Span
@@ -242,11 +242,7 @@ def item_lifecycle(
         return error("no such run", 404)
     # Stored items (defaults left out) are what item_lifecycle reads, as on the item page: expanding
     # every item of a long run first would only cost time.
-    calls = (
-        run.calls.filter(seq__isnull=False)
-        .order_by("seq")
-        .values_list("seq", "items", "excluded", "manifest_source")
-    )
+    calls = ((seq, items, excluded, source) for seq, _turn, items, excluded, source in manifests(run))
     edits = context_edits(run)
     lifecycle = analysis.item_lifecycle(item_id, (row + (edits.get(row[0], ()),) for row in calls))
     if lifecycle["first_seq"] is None and not lifecycle["excluded"]:

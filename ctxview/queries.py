@@ -23,7 +23,7 @@ from django.db.models import (
     Sum,
     TextField,
 )
-from django.db.models.fields.json import KT, KeyTransform
+from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce, Substr
 from django.urls import reverse
 
@@ -61,17 +61,11 @@ def series(run: Run, turn: int | None = None, seqs: tuple[int, int] | None = Non
         calls = calls.filter(turn=turn)
     if seqs is not None:
         calls = calls.filter(seq__gte=seqs[0], seq__lte=seqs[1])
-    rows = calls.order_by("seq").values(
-        "id",
-        "seq",
-        "turn",
-        "budget",
-        *USAGE,
-        buckets=KeyTransform("buckets", "analysis"),
-        cache=KeyTransform("cache", "analysis"),
-    )
+    rows = calls.order_by("seq").values("id", "seq", "turn", "budget", *USAGE, "analysis")
     out = []
     for row in rows:
+        analysis = row.pop("analysis") or {}
+        row["buckets"], row["cache"] = analysis.get("buckets"), analysis.get("cache")
         row["url"] = call_url(row["id"])
         out.append(row)
     return out
@@ -82,10 +76,10 @@ def manifests(run: Run, up_to_seq: int | None = None) -> Iterable[tuple[int, int
     calls = run.calls.filter(seq__isnull=False)
     if up_to_seq is not None:
         calls = calls.filter(seq__lte=up_to_seq)
+    calls = calls.order_by("seq").only("seq", "turn", "item_list", "excluded", "manifest_source")
     return (
-        calls.order_by("seq")
-        .values_list("seq", "turn", "items", "excluded", "manifest_source")
-        .iterator(chunk_size=200)
+        (call.seq, call.turn, call.items, call.excluded, call.manifest_source)
+        for call in calls.iterator(chunk_size=200)
     )
 
 
@@ -170,28 +164,24 @@ def review_summary(run: Run) -> dict:
 
 def cache_breaks(run_ids: Iterable[int], cause: str | None = None) -> dict[int, list[dict]]:
     """The cache breaks of some runs (of one cause, if given) in call order, per run, as the cache
-    panel's ``by_cause`` reads them: seq, url, cause, tokens written again, cost (None when unknown)."""
-    calls = Call.objects.filter(run_id__in=list(run_ids), analysis__cache__broke=True)
-    if cause is not None:
-        calls = calls.filter(analysis__cache__cause=cause)
-    rows = calls.order_by("run_id", "seq").values_list(
-        "run_id",
-        "id",
-        "seq",
-        KT("analysis__cache__cause"),
-        KT("analysis__cache__tokens_rewritten"),
-        KT("analysis__cache__cost_usd"),
-    )
+    panel's ``by_cause`` reads them: seq, url, cause, tokens written again, cost (None when unknown).
+
+    The analysis is stored packed (ingest/compact.py), so it is read here, not filtered in SQL."""
+    calls = Call.objects.filter(run_id__in=list(run_ids), seq__isnull=False, analysis__isnull=False)
     breaks: dict[int, list[dict]] = {}
-    for run_id, call_id, seq, name, rewritten, cost in rows:
+    for run_id, call_id, seq, analysis in (
+        calls.order_by("run_id", "seq").values_list("run_id", "id", "seq", "analysis").iterator()
+    ):
+        entry = (analysis or {}).get("cache") or {}
+        if not entry.get("broke") or (cause is not None and entry.get("cause") != cause):
+            continue
         breaks.setdefault(run_id, []).append(
             {
                 "seq": seq,
                 "url": call_url(call_id),
-                "cause": name,
-                # Read as text from the JSON (a number or null there).
-                "tokens_rewritten": int(float(rewritten)) if rewritten not in (None, "null") else 0,
-                "cost_usd": float(cost) if cost not in (None, "null") else None,
+                "cause": entry.get("cause"),
+                "tokens_rewritten": entry.get("tokens_rewritten") or 0,
+                "cost_usd": entry.get("cost_usd"),
             }
         )
     return breaks
@@ -340,9 +330,7 @@ def runs(project: Project, filters: dict) -> QuerySet[Run]:
         Call.objects.filter(run=OuterRef("pk"))
         .order_by()
         .values("run")
-        .annotate(
-            peak=Coalesce(Max("prompt_total"), Max(Cast(KT("analysis__buckets__total"), IntegerField())))
-        )
+        .annotate(peak=Coalesce(Max("prompt_total"), Max("window_total")))
         .values("peak")
     )
     findings = (
@@ -395,7 +383,7 @@ def agent_rows(run: Run) -> dict:
     wanted = {seq: invocation for invocation, seq in first.items()}
     items = {
         wanted[call.seq]: call.full_items()
-        for call in run.calls.filter(seq__in=list(wanted)).only("seq", "items")
+        for call in run.calls.filter(seq__in=list(wanted)).only("seq", "item_list")
     }
     return {
         "rows": rows,

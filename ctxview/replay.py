@@ -59,7 +59,7 @@ def run_calls(run: Run, up_to_seq: int | None = None) -> list[CallInput]:
     content)."""
     fields = (
         "seq turn start_ns end_ns request_model response_model provider uncached cache_write cache_read "
-        "output reasoning prompt_total usage_raw items excluded manifest_source budget tool_calls "
+        "output reasoning prompt_total usage_raw item_list excluded manifest_source budget tool_calls "
         "tool_definitions agent_name"
     ).split()
     calls = run.calls.filter(seq__isnull=False)

@@ -8,9 +8,9 @@ what their context windows held (an item's id, source, version or content hash).
 from collections.abc import Iterable
 from datetime import datetime
 
-from django.db import connection
-from django.db.models import Exists, Min, OuterRef, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
+from ingest.itemlists import first_seqs_holding, runs_holding
 from ingest.models import Call, Finding, Run
 
 
@@ -44,20 +44,9 @@ def started_between(runs: QuerySet[Run], since: datetime | None, until: datetime
     return runs
 
 
-def runs_with_item(project_ids, wanted: dict[str, str]) -> list[int] | QuerySet:
+def runs_with_item(project_ids, wanted: dict[str, str]) -> list[int]:
     """Runs with a call whose window held an item matching every field in ``wanted``."""
-    calls = Call.objects.filter(project_id__in=project_ids)
-    if connection.vendor == "postgresql":
-        # A containment test the GIN index on Call.items answers (migration ingest 0005).
-        return calls.filter(items__contains=[wanted]).values("run_id")
-    # SQLite (embedded) has no JSON containment: scan, which is fine at a laptop's scale.
-    return list(
-        {
-            run_id
-            for run_id, items in calls.values_list("run_id", "items").iterator()
-            if any(_matches(item, wanted) for item in items)
-        }
-    )
+    return runs_holding(project_ids, wanted)
 
 
 def _matches(item: dict, wanted: dict[str, str]) -> bool:
@@ -67,24 +56,13 @@ def _matches(item: dict, wanted: dict[str, str]) -> bool:
 def first_calls_holding(run_ids: list[int], wanted: dict[str, str]) -> dict[int, dict]:
     """Per run, its first call whose window held an item matching ``wanted``: the call's id and seq, and
     the matching item's id (the runs list links a filtered run straight to that call)."""
-    calls = Call.objects.filter(run_id__in=run_ids, seq__isnull=False)
-    if connection.vendor == "postgresql":
-        firsts = calls.filter(items__contains=[wanted]).values("run_id").annotate(first=Min("seq"))
-        wanted_seqs = {row["run_id"]: row["first"] for row in firsts}
-        rows = [
-            (run_id, call_id, seq, items)
-            for run_id, call_id, seq, items in calls.filter(seq__in=set(wanted_seqs.values())).values_list(
-                "run_id", "id", "seq", "items"
-            )
-            if wanted_seqs.get(run_id) == seq
-        ]
-    else:
-        rows = calls.order_by("run_id", "seq").values_list("run_id", "id", "seq", "items")
+    firsts = first_seqs_holding(run_ids, wanted)
+    calls = Call.objects.filter(run_id__in=list(firsts), seq__in=set(firsts.values()))
     found: dict[int, dict] = {}
-    for run_id, call_id, seq, items in rows:
-        if run_id in found:
+    for call in calls.only("id", "run_id", "seq", "item_list"):
+        if firsts.get(call.run_id) != call.seq:
             continue
-        item = next((item for item in items if _matches(item, wanted)), None)
+        item = next((item for item in call.items if _matches(item, wanted)), None)
         if item is not None:
-            found[run_id] = {"call_id": call_id, "seq": seq, "item_id": item.get("id")}
+            found[call.run_id] = {"call_id": call.id, "seq": call.seq, "item_id": item.get("id")}
     return found

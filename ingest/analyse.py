@@ -179,7 +179,7 @@ def _analyse_from(run: Run, after: int, state: dict) -> int:
         if not chunk:
             break
         state = _analyse_chunk(run, chunk, state, previous, cache, config)
-        Call.objects.bulk_update(chunk, ["analysis"], batch_size=CHUNK)
+        Call.objects.bulk_update(chunk, ["analysis", "window_total"], batch_size=CHUNK)
         analysed += len(chunk)
         previous, after = chunk[-1], chunk[-1].seq
     _finish(run, after, state, config)
@@ -243,6 +243,7 @@ def _analyse_chunk(
         result, state = analyse_call(state, replace(entry, contents=contents), config)
         outcome = result.to_dict()
         call.analysis = {key: outcome[key] for key in ("buckets", "cache", "conflicts")}
+        call.window_total = outcome["buckets"].get("total")
         findings += [_finding(run, finding) for finding in outcome["findings"]]
         if call.seq % CHECKPOINT_EVERY == 0:
             checkpoints.append(AnalysisCheckpoint(run=run, seq=call.seq, state=pack(state)))

@@ -30,10 +30,13 @@ def insert_rows(
     staging = f"{table}_staging"
     columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
     json_fields = {field.attname for field in fields if field.get_internal_type() == "JSONField"}
+    packed = {field.attname: field for field in fields if getattr(field, "packs_value", False)}
     defaults = {field.attname: field.get_default() for field in fields}
 
     def value(row: dict, name: str):
         value = row.get(name, defaults[name])
+        if name in packed:
+            return packed[name].get_prep_value(value)
         # JSON as text for the jsonb columns; None stays SQL NULL, as the ORM stores it.
         return _json(value) if name in json_fields and value is not None else value
 

@@ -37,7 +37,8 @@ CALL_CONTENT = {
         list(record.tool_definitions) if record.tool_definitions is not None else None
     ),
 }
-CALL_CONTENT_FIELDS = tuple(CALL_CONTENT)
+# The columns they are stored in: the items as an item list (ingest/itemlists.py stores it first).
+CALL_CONTENT_FIELDS = tuple("item_list" if name == "items" else name for name in CALL_CONTENT)
 
 CALL_COLUMNS = [field.attname for field in Call._meta.concrete_fields if not field.primary_key]
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from django.db import OperationalError
 from django.db.models import Q
 
-from ingest import agent_sessions, normalise
+from ingest import agent_sessions, itemlists, normalise
 from ingest.analyse import ANALYSIS_FIELDS, analyse_appended
 from ingest.bulk import insert_rows
 from ingest.call_rows import Batch, call_row, new_call
@@ -149,6 +149,7 @@ def save(
                 analysed.add(run.id)
     # A call stored meanwhile by another worker fails the batch (IntegrityError): it is retried, and
     # then sees that call; skipping it would count its usage in the run's totals twice.
+    itemlists.store(project_id, every_call)
     insert_rows(Call, [call_row(call) for calls in calls_of.values() for call in calls], on_conflict="fail")
     _add_to_totals(runs, every_call)
     for run in runs.values():

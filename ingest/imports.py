@@ -10,6 +10,7 @@ from functools import partial
 
 from django.db import transaction
 
+from ingest import itemlists
 from ingest.models import Call, Content, Project, Run
 from ingest.tasks import enqueue_analysis
 
@@ -97,6 +98,7 @@ def store_run(project: Project, document: dict) -> tuple[Run, list[Call]]:
         [call.seq for call in calls] == list(range(1, len(calls) + 1)),
         "calls must be numbered 1..n without gaps",
     )
+    itemlists.store(project.id, calls)
     Call.objects.bulk_create(calls, batch_size=500)
     _store_contents(project, document.get("contents", {}))
     _restore_run_state(run, calls)

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from django.db import connection
 
-from ingest import families, normalise
+from ingest import families, itemlists, normalise
 from ingest.call_rows import CALL_CONTENT_FIELDS, Batch, content_fields
 from ingest.contents import count_tokens, save_contents
 from ingest.models import Call, LogRecord, Run, Span
@@ -124,6 +124,7 @@ def join_log_events(batch: Batch, rows: list[dict]) -> set[int]:
         save_contents(batch, items)
     else:
         forget_event_content(batch, call_keys)
+    itemlists.store(batch.project_id, calls)
     Call.objects.bulk_update(calls, [*CALL_CONTENT_FIELDS, "seq", "turn"], batch_size=200)
     for run in runs:
         number_calls(run, renumber=True)

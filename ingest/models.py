@@ -8,7 +8,24 @@ from django.db import models
 from django.utils import timezone
 
 from ctxcore.vocabulary import expand
+from ingest import compact
 from ingest.redact import DEFAULT_PATTERNS, Redactor
+
+
+class PackedJSONField(models.BinaryField):
+    """JSON stored deflated against a preset dictionary (ingest.compact.pack_json): a small value that
+    repeats its keys on every row takes a tenth of its jsonb size. SQL cannot look inside it."""
+
+    packs_value = True  # ingest.bulk prepares it for COPY
+
+    def from_db_value(self, value, expression, connection):
+        return None if value is None else compact.unpack_json(value)
+
+    def to_python(self, value):
+        return compact.unpack_json(value) if isinstance(value, bytes | memoryview) else value
+
+    def get_prep_value(self, value):
+        return None if value is None else compact.pack_json(value)
 
 
 def default_redaction_patterns() -> list[list[str]]:
@@ -103,6 +120,8 @@ class RawBatch(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     error = models.CharField(max_length=500, blank=True)
     redacted = models.PositiveIntegerField(default=0)  # strings masked before storing
+    # The body recompressed harder once processed (ingest.retention.compact_raw_batches).
+    compacted = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         indexes = [models.Index(fields=["status", "received_at"], name="rawbatch_status_received")]
@@ -293,6 +312,85 @@ class Run(models.Model):
             self.agent_name = agent_name
 
 
+class ItemListManager(models.Manager):
+    def decoded(self, list_ids: set[int]) -> dict[int, tuple[int, list[dict]]]:
+        """``(depth, items)`` of these lists and of the lists they are based on, by id (one query)."""
+        if not list_ids:
+            return {}
+        marks = ", ".join(["%s"] * len(list_ids))
+        # The lists and their bases down to their snapshots (at most MAX_DEPTH + 1 rows each).
+        rows = self.raw(
+            "WITH RECURSIVE chain(id) AS ("
+            f" SELECT id FROM ingest_itemlist WHERE id IN ({marks})"
+            " UNION SELECT list.base_id FROM ingest_itemlist list JOIN chain ON list.id = chain.id"
+            " WHERE list.base_id IS NOT NULL AND list.whole IS NULL"
+            ") SELECT id, base_id, depth, ops, entered, whole FROM ingest_itemlist"
+            " WHERE id IN (SELECT id FROM chain)",
+            list(list_ids),
+        )
+        decoded: dict[int, tuple[int, list[dict]]] = {}
+        for row in sorted(rows, key=lambda row: row.depth):  # a base is shallower than its lists
+            if row.whole is not None:
+                decoded[row.id] = (row.depth, compact.unpack(row.whole))
+            else:
+                decoded[row.id] = (row.depth, compact.decode(decoded[row.base_id][1], row.ops, row.entered))
+        return decoded
+
+    def load(self, calls: list["Call"]) -> None:
+        """Give these calls their stored items."""
+        lists = self.decoded({call.item_list_id for call in calls if call.item_list_id})
+        for call in calls:
+            call._items = lists[call.item_list_id][1] if call.item_list_id else []
+            call._items_changed = False
+
+
+class ItemList(models.Model):
+    """A call's items in render order, stored as what changed since a base list (ingest.compact).
+
+    Immutable: a call whose items change gets a new list, so a list another list is based on never
+    changes under it. A list is ``depth`` lists away from a snapshot (one stored ``whole``; its base is
+    not read), so rebuilding one reads at most ``MAX_DEPTH + 1`` rows. ``entered`` holds the items that
+    were not in the run's list before it (a delta takes them from there; a snapshot has them in
+    ``whole`` too): an item of a run is in the ``entered`` of the list where it entered the run, which
+    is what search looks up (GIN index), without indexing every snapshot's whole list again.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    base = models.ForeignKey("self", null=True, on_delete=models.RESTRICT, related_name="+")
+    depth = models.PositiveSmallIntegerField(default=0)
+    ops = models.JSONField(default=list)
+    entered = models.JSONField(default=list)
+    whole = models.BinaryField(null=True)
+
+    objects = ItemListManager()
+
+    # Lists between a list and its snapshot: rebuilding a call's items reads at most MAX_DEPTH + 1 rows.
+    MAX_DEPTH = 31
+
+
+class CallQuerySet(models.QuerySet):
+    """Calls that read their items together: the first ``call.items`` of a fetched chunk loads the
+    item lists of the whole chunk in one query (a loop over a run's calls is not a query per call)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if self._iterable_class is models.query.ModelIterable:
+            self._iterable_class = _CallIterable
+
+
+class _CallIterable(models.query.ModelIterable):
+    GROUP = 200
+
+    def __iter__(self):
+        group: list = []
+        for call in super().__iter__():
+            if len(group) == self.GROUP:
+                group = []
+            group.append(call)
+            call._items_group = group
+            yield call
+
+
 class Call(models.Model):
     """One model request, its normalised usage and its manifest (items in render order)."""
 
@@ -335,14 +433,17 @@ class Call(models.Model):
     content_captured = models.BooleanField(default=False)
     manifest_source = models.CharField(max_length=10)  # explicit | derived | none
     manifest_error = models.TextField(blank=True)
-    items = models.JSONField(default=list)
+    # The items, read and set as ``items`` (ingest.itemlists); null: no items.
+    item_list = models.ForeignKey(ItemList, null=True, on_delete=models.RESTRICT, related_name="+")
     excluded = models.JSONField(default=list)
     budget = models.JSONField(null=True)
     prompt_version = models.CharField(max_length=200, blank=True)
     tool_calls = models.JSONField(default=list)
     tool_definitions = models.JSONField(null=True)  # names, or null when the call did not report them
     finish_reasons = models.JSONField(default=list)
-    analysis = models.JSONField(null=True)  # buckets, cache, conflicts (ctxcore.analysis.CallAnalysis)
+    analysis = PackedJSONField(null=True)  # buckets, cache, conflicts (ctxcore.analysis.CallAnalysis)
+    # The analysis's window total (buckets.total), for SQL: a run's peak window when usage is unknown.
+    window_total = models.BigIntegerField(null=True)
 
     # What a run export keeps of a call (ctxview.exchange; schemas/run-export-v1.schema.json).
     EXPORT_FIELDS = (
@@ -378,6 +479,13 @@ class Call(models.Model):
         "finish_reasons",
     )
 
+    objects = CallQuerySet.as_manager()
+
+    # ``items`` as last set or loaded (None: not loaded yet); whether they were set since the last save.
+    _items: list[dict] | None = None
+    _items_changed = False
+    _items_group: list | None = None
+
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "trace_id", "span_id"], name="call_unique")]
         indexes = [
@@ -386,9 +494,29 @@ class Call(models.Model):
             models.Index(fields=["project", "trace_id", "parent_span_id"], name="call_parent"),
         ]
 
+    def save(self, *args, **kwargs) -> None:
+        fields = kwargs.get("update_fields")
+        if self._items_changed and (fields is None or "item_list" in fields):
+            # Lists are written for many calls at once, based on their run's previous lists.
+            raise ValueError("store the call's new items first: ingest.itemlists.store(project_id, calls)")
+        super().save(*args, **kwargs)
+
     @property
     def model(self) -> str:
         return self.response_model or self.request_model
+
+    @property
+    def items(self) -> list[dict]:
+        """The items in render order, stored without defaults (read them, don't change them in place)."""
+        if self._items is None:
+            group = self._items_group or [self]
+            ItemList.objects.load([call for call in group if call._items is None] or [self])
+        return self._items
+
+    @items.setter
+    def items(self, value: list[dict]) -> None:
+        self._items = list(value)
+        self._items_changed = True
 
     def full_items(self) -> list[dict]:
         """The items with every field and their position (they are stored without defaults)."""

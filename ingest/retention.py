@@ -1,19 +1,22 @@
 """Deleting data: a run by hand, and everything older than a project's retention, periodically.
 
 A run takes with it its calls, findings, checkpoints, notes and labels (foreign keys), the spans and log
-records of its traces (unless another run still has calls in the same trace), and the content no
-remaining call refers to. Raw batches have their own, shorter retention; a pending batch is never
-deleted (it holds data not yet processed).
+records of its traces (unless another run still has calls in the same trace), the item lists no
+remaining call needs, and the content no remaining item list refers to. Raw batches have their own,
+shorter retention; a pending batch is never deleted (it holds data not yet processed), and a processed
+one is recompressed harder until then.
 """
 
 import logging
+import zlib
 from datetime import timedelta
 
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ingest.models import Call, Content, LogRecord, Project, RawBatch, Run, Span
+from ingest import itemlists
+from ingest.models import Call, Content, ItemList, LogRecord, Project, RawBatch, Run, Span
 
 logger = logging.getLogger(__name__)
 
@@ -21,19 +24,22 @@ CHUNK = 200
 
 
 def referenced_hashes(project_id: int, hashes: set[str]) -> set[str]:
-    """Which of these content hashes an item of a call of the project still refers to."""
+    """Which of these content hashes an item of a stored item list of the project still refers to (every
+    item of a list entered it or a list it is based on, and a list's bases are kept while it is)."""
     if not hashes:
         return set()
+    lists = ItemList.objects.filter(project_id=project_id)
+    found: set[str] = set()
     if connection.vendor == "postgresql":
-        # One containment test per hash, each answered by the GIN index on Call.items.
-        return {
+        # One containment test per hash, each answered by the GIN index on ItemList.entered.
+        found = {
             content_hash
             for content_hash in hashes
-            if Call.objects.filter(project_id=project_id, items__contains=[{"hash": content_hash}]).exists()
+            if lists.filter(entered__contains=[{"hash": content_hash}]).exists()
         }
-    found: set[str] = set()
-    for items in Call.objects.filter(project_id=project_id).values_list("items", flat=True).iterator():
-        found.update(item["hash"] for item in items if item["hash"] in hashes)
+    else:
+        for entered in lists.values_list("entered", flat=True).iterator():
+            found.update(item["hash"] for item in entered if item["hash"] in hashes)
     return found
 
 
@@ -42,13 +48,14 @@ def delete_runs(project_id: int, run_ids: list[int]) -> dict[str, int]:
     counts = {"runs": 0, "calls": 0, "spans": 0, "log_records": 0, "contents": 0}
     with transaction.atomic():
         calls = Call.objects.filter(project_id=project_id, run_id__in=run_ids)
-        hashes: set[str] = set()
+        lists: set[int] = set()
         traces: set[str] = set()
-        for trace_id, items in calls.values_list("trace_id", "items").iterator():
+        for trace_id, list_id in calls.values_list("trace_id", "item_list_id").iterator():
             counts["calls"] += 1
             traces.add(trace_id)
-            hashes.update(item["hash"] for item in items)
+            lists.add(list_id)
         Run.objects.filter(project_id=project_id, id__in=run_ids).delete()
+        hashes = itemlists.collect(project_id, lists - {None})
         counts["runs"] = len(run_ids)
         shared = set(
             Call.objects.filter(project_id=project_id, trace_id__in=traces).values_list("trace_id", flat=True)
@@ -59,6 +66,23 @@ def delete_runs(project_id: int, run_ids: list[int]) -> dict[str, int]:
         unreferenced = hashes - referenced_hashes(project_id, hashes)
         counts["contents"], _ = Content.objects.filter(project_id=project_id, hash__in=unreferenced).delete()
     return counts
+
+
+def compact_raw_batches(project: Project) -> int:
+    """Recompress the bodies of processed batches at zlib's best level (about a third smaller); returns
+    how many. The receiver compresses fast, to answer soon; a processed batch stays only to be replayed,
+    which reads it as before. Pending and failed batches are left as they are."""
+    batches = RawBatch.objects.filter(project=project, status=RawBatch.Status.DONE, compacted=False)
+    count, last = 0, 0
+    while chunk := list(batches.filter(id__gt=last).order_by("id").only("id", "body")[:CHUNK]):
+        for batch in chunk:
+            if batch.body:  # hash-only projects keep none
+                batch.body = zlib.compress(zlib.decompress(bytes(batch.body)), 9)
+            batch.compacted = True
+        RawBatch.objects.bulk_update(chunk, ["body", "compacted"])
+        count += len(chunk)
+        last = chunk[-1].id
+    return count
 
 
 def apply_retention(project: Project, now=None) -> dict[str, int]:
@@ -86,6 +110,11 @@ def apply_retention(project: Project, now=None) -> dict[str, int]:
     totals["spans"] += count
     count, _ = LogRecord.objects.filter(project=project, received_at__lt=cutoff).delete()
     totals["log_records"] += count
+    # Lists no call needs any more (a call replaced by a better span of its request, or re-assembled).
+    hashes = itemlists.collect(project.id)
+    unreferenced = hashes - referenced_hashes(project.id, hashes)
+    count, _ = Content.objects.filter(project=project, hash__in=unreferenced).delete()
+    totals["contents"] += count
     raw_cutoff = now - timedelta(days=project.raw_retention_days)
     count, _ = (
         RawBatch.objects.filter(project=project, received_at__lt=raw_cutoff)
@@ -93,6 +122,7 @@ def apply_retention(project: Project, now=None) -> dict[str, int]:
         .delete()
     )
     totals["raw_batches"] = count
+    totals["raw_batches_compacted"] = compact_raw_batches(project)
     if any(totals.values()):
         logger.info("retention for %s: %s", project.slug, totals)
     return totals

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from django.db.models import Q
 
-from ingest import sessions
+from ingest import itemlists, sessions
 from ingest.analyse import invalidate
 from ingest.call_rows import CALL_COLUMNS, Batch, new_call
 from ingest.contents import count_tokens, save_contents
@@ -112,14 +112,23 @@ def _log_row(log: LogRecord) -> dict:
 
 
 # What the assembly decides; numbering and analysis follow from it.
-_DERIVED = ("seq", "turn", "carried_fingerprint", "carried_invocation", "analysis")
+_DERIVED = (
+    "seq",
+    "turn",
+    "carried_fingerprint",
+    "carried_invocation",
+    "analysis",
+    "window_total",
+    "item_list_id",
+)
 _COMPARED = [name for name in CALL_COLUMNS if name not in _DERIVED]
 
 
 def _same(call: Call, record: CallRecord) -> bool:
     """Whether the stored call is what the session now assembles (nothing to rewrite)."""
     fresh = new_call(Batch(call.project_id), call.run_id, record)
-    return all(getattr(call, name) == getattr(fresh, name) for name in _COMPARED)
+    same_fields = all(getattr(call, name) == getattr(fresh, name) for name in _COMPARED)
+    return same_fields and call.items == fresh.items
 
 
 def _refresh_session(batch: Batch, session: _Session) -> int | None:
@@ -157,7 +166,9 @@ def _refresh_session(batch: Batch, session: _Session) -> int | None:
     Call.objects.filter(id__in=[call.id for call in gone]).delete()
     if batch.keep_content:
         save_contents(batch, [item for record in new for item in record.items])
-    Call.objects.bulk_create([new_call(batch, run.id, record) for record in new], batch_size=200)
+    fresh = [new_call(batch, run.id, record) for record in new]
+    itemlists.store(project_id, fresh)
+    Call.objects.bulk_create(fresh, batch_size=200)
     for record in new:
         # A subagent's name is its calls' (Call.agent_name); the run is the CLI's session.
         run.count_call(record.usage.to_dict(), record.model)

@@ -124,3 +124,17 @@ def user_message(text: str) -> dict:
 
 def assistant_message(text: str) -> dict:
     return {"role": "assistant", "parts": [{"type": "text", "content": text}]}
+
+
+def calls_with_cache(calls, broke: bool | None = None, **detail) -> list:
+    """The calls (a queryset) whose cache analysis says ``broke`` (if given) and has these detail fields,
+    in seq order. The analysis is stored packed (ingest.models.PackedJSONField): SQL cannot look inside."""
+    found = []
+    for call in calls.order_by("seq"):
+        cache = (call.analysis or {}).get("cache") or {}
+        details = cache.get("detail") or {}
+        if (broke is None or cache.get("broke") == broke) and all(
+            details.get(name) == value for name, value in detail.items()
+        ):
+            found.append(call)
+    return found

@@ -14,6 +14,7 @@ from django.utils import timezone
 import ctxview_sdk
 from ctxview.panels import run_panels
 from ingest.models import Call, Run
+from tests import factories
 from tests.browser.conftest import login, screenshot, settle
 
 # How far the page is wider than the window, and the words (split at spaces and after the separators a
@@ -51,8 +52,8 @@ def demo_runs(live_server, project, key) -> dict[str, Run]:
 
 
 def first_break(run: Run, **detail) -> Call:
-    filters = {f"analysis__cache__detail__{name}": value for name, value in detail.items()}
-    return run.calls.filter(analysis__cache__broke=True, **filters).order_by("seq").first()
+    broken = factories.calls_with_cache(run.calls.all(), broke=True, **detail)
+    return broken[0] if broken else None
 
 
 def test_breaks_said_in_words_summed_by_cause_and_every_one_reachable(
@@ -113,7 +114,7 @@ def test_breaks_said_in_words_summed_by_cause_and_every_one_reachable(
             arg=shown[0],
         )
         settle(page)
-    broken = sorted(migration.calls.filter(analysis__cache__broke=True).values_list("seq", flat=True))
+    broken = [call.seq for call in factories.calls_with_cache(migration.calls.all(), broke=True)]
     assert seen == broken and len(seen) == accounting["cache_breaks"]["count"]
 
     # The findings: what a finding counts, and each further break drawn as an occurrence.

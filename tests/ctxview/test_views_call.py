@@ -4,6 +4,7 @@ import pytest
 
 import ctxview_sdk
 from ingest.models import Call, Run
+from tests import factories
 from tests.ctxview import ui_data, ui_fixtures
 from tests.ctxview.ui_data import IMG, SCRIPT
 
@@ -33,8 +34,7 @@ def test_a_call_that_broke_the_cache_shows_its_invalidator_and_the_diff(viewer_c
 
 
 def test_a_break_by_removed_items_says_what_was_removed_instead_of_a_diff(viewer_client, inspect):
-    broken = inspect.incident.calls.filter(analysis__cache__detail__change="removed").order_by("seq")
-    call = broken.first()
+    call = factories.calls_with_cache(inspect.incident.calls.all(), change="removed")[0]
     response = viewer_client.get(f"/calls/{call.id}/")
     invalidation = response.context["invalidation"]
     story = invalidation["story"]
@@ -48,7 +48,7 @@ def test_a_break_by_removed_items_says_what_was_removed_instead_of_a_diff(viewer
 
 
 def test_the_items_table_has_every_column_and_the_cache_boundary(viewer_client, inspect):
-    call = Call.objects.filter(run=inspect.incident, analysis__cache__broke=True).order_by("seq").last()
+    call = factories.calls_with_cache(inspect.incident.calls.all(), broke=True)[-1]
     response = viewer_client.get(f"/calls/{call.id}/")
     table = response.context["table"]
     assert table["boundary"] == call.analysis["cache"]["reusable_items"]

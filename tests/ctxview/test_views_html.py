@@ -4,7 +4,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from ingest.models import Call
+from tests import factories
 from tests.ctxview import ui_fixtures
 
 inspect = ui_fixtures.inspect
@@ -51,7 +51,7 @@ def problems(html: str) -> list[str]:
 
 def paths(ui) -> list[str]:
     run, incident = ui.migration, ui.incident
-    broken = Call.objects.filter(run=run, analysis__cache__broke=True).order_by("seq").first()
+    broken = factories.calls_with_cache(run.calls.all(), broke=True)[0]
     return [
         "/",
         "/projects/inspect/",

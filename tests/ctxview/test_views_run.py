@@ -88,7 +88,7 @@ def test_the_cache_panel_marks_every_break_with_a_link_to_its_call(viewer_client
     names = [trace["name"] for trace in data["data"]]
     assert names == ["uncached", "cache write", "cache read", "expected read", "hit rate", "cache break"]
     breaks = data["data"][-1]
-    broken = Call.objects.filter(run=inspect.incident, analysis__cache__broke=True).order_by("seq")
+    broken = factories.calls_with_cache(inspect.incident.calls.all(), broke=True)
     assert breaks["x"] == [call.seq for call in broken]
     assert breaks["customdata"] == [f"/calls/{call.id}/" for call in broken]
     assert b"51 cache breaks" in response.content
@@ -207,7 +207,7 @@ def test_each_panel_fills_the_badge_beside_its_title_with_its_summary(viewer_cli
     run = inspect.incident
     page = viewer_client.get(f"/runs/{run.id}/").content.decode()
     expected = {
-        "cache": f"{run.calls.filter(analysis__cache__broke=True).count()} breaks",
+        "cache": f"{len(factories.calls_with_cache(run.calls.all(), broke=True))} breaks",
         "findings": f"{run.findings.count()} findings",
         "calls": f"{run.call_count} calls",
     }

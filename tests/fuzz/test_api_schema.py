@@ -38,7 +38,7 @@ EXAMPLES = {"positive": 120, "negative": 60} if DEEP else {"positive": 30, "nega
 
 def existing_ids() -> dict[str, list]:
     runs = list(Run.objects.values_list("id", flat=True))
-    items = [item["id"] for call in Call.objects.only("items")[:50] for item in call.items]
+    items = [item["id"] for call in Call.objects.only("item_list")[:50] for item in call.items]
     return {
         "run_id": runs,
         "call_id": list(Call.objects.values_list("id", flat=True)[:200]),

@@ -1,5 +1,6 @@
 """Retention: old runs go with every row under them; content still in use and pending batches stay."""
 
+import zlib
 from datetime import timedelta
 
 from django.utils import timezone
@@ -7,7 +8,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from ctxview.models import Label, Note
 from ingest.models import AnalysisCheckpoint, Call, Content, Finding, LogRecord, RawBatch, Run, Span
-from ingest.retention import apply_retention
+from ingest.retention import apply_retention, compact_raw_batches
 from ingest.tasks import apply_retention_task
 from tests import factories
 from tests.factories import user_message
@@ -91,3 +92,24 @@ def test_a_child_run_left_as_a_link_goes_when_it_is_old(send, project):  # noqa:
 
     assert sorted(Run.objects.values_list("key", flat=True)) == ["recent-child", "session"]
     assert Run.objects.get(id=recent.id).call_count == 0
+
+
+def test_processed_batches_are_recompressed_once_and_still_read_the_same(send, project):  # noqa: F811
+    send_run(send, "run", b"\x03" * 16, "own")
+    pending = RawBatch.objects.create(
+        project=project,
+        signal="traces",
+        body=zlib.compress(b"not processed", 1),
+        content_type="protobuf",
+        wire_bytes=13,
+        item_count=1,
+    )
+    before = {batch.id: bytes(batch.body) for batch in RawBatch.objects.filter(status=RawBatch.Status.DONE)}
+    assert len(before) == 2
+    assert compact_raw_batches(project) == 2
+    for batch in RawBatch.objects.filter(id__in=before):
+        assert batch.compacted and zlib.decompress(bytes(batch.body)) == zlib.decompress(before[batch.id])
+        assert bytes(batch.body)[1] >> 6 == 3  # the zlib header's level: the best
+    pending.refresh_from_db()
+    assert not pending.compacted and zlib.decompress(bytes(pending.body)) == b"not processed"
+    assert compact_raw_batches(project) == 0

@@ -7,7 +7,7 @@ class Migration(migrations.Migration):
     so they are forgotten (the next call that sends the text counts it again)."""
 
     dependencies = [
-        ("ingest", "0007_agent_invocations"),
+        ("ingest", "0010_rawbatch_compacted"),
     ]
 
     operations = [

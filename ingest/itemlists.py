@@ -1,0 +1,166 @@
+"""Calls' items stored as ItemList rows: each list as what changed since its run's previous list.
+
+A call's list is based on the list of the call before it in its run, as stored when the call is
+written (the previous call of the same batch, or the stored one before the batch's first). A late call
+is based on whatever preceded it then; the calls after it keep their bases, which never change (lists
+are immutable), so renumbering a run leaves every list readable. A snapshot is stored every
+``MAX_DEPTH + 1`` lists of a chain, or when most of the items are new; it keeps its base (not read:
+the items that entered there stay findable, and their content referenced, while the snapshot is).
+"""
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+
+from django.db import connection
+from django.db.models import Q
+
+from ingest import compact
+from ingest.models import Call, ItemList
+
+MAX_DEPTH = ItemList.MAX_DEPTH
+
+
+def store(project_id: int, calls: Iterable[Call]) -> None:
+    """Store the items set on these calls (``call.items = ...``) as lists and point the calls at them;
+    the caller then saves the calls' ``item_list``."""
+    changed = [call for call in calls if call._items_changed]
+    if not changed:
+        return
+    by_run: dict[int, list[Call]] = defaultdict(list)
+    for call in changed:
+        by_run[call.run_id].append(call)
+    chained = connection.vendor == "postgresql"  # ids allocated before the insert (SQLite: snapshots)
+    previous = _stored_predecessors(by_run, {call.id for call in changed if call.id}) if chained else {}
+    bases = ItemList.objects.decoded(set(previous.values()))
+    ids = iter(_new_ids(sum(1 for call in changed if call._items)) if chained else ())
+    stored: list[tuple[Call, ItemList]] = []
+    for run_id, run_calls in by_run.items():
+        base_id = previous.get(run_id)
+        base = (base_id, *bases[base_id]) if base_id else None
+        for call in sorted(run_calls, key=lambda call: (call.start_ns, call.span_id)):
+            items = call._items
+            call._items_changed = False
+            if not items:
+                call.item_list_id = None
+                continue
+            row = _encoded(project_id, base, items)
+            if chained:
+                row.id = next(ids)
+                base = (row.id, row.depth, items)
+            stored.append((call, row))
+    ItemList.objects.bulk_create([row for _call, row in stored], batch_size=500)
+    for call, row in stored:
+        call.item_list_id = row.id
+
+
+def _encoded(project_id: int, base: tuple[int, int, list[dict]] | None, items: list[dict]) -> ItemList:
+    if base is None:
+        return ItemList(project_id=project_id, entered=items, whole=compact.pack(items))
+    ops, entered = compact.encode(base[2], items)
+    # A delta that holds most of the items saves little and costs a row to read: store it whole. A
+    # snapshot keeps its base too, not to be read but so that what entered there stays findable.
+    if base[1] >= MAX_DEPTH or len(entered) * 2 > len(items):
+        return ItemList(project_id=project_id, base_id=base[0], entered=entered, whole=compact.pack(items))
+    return ItemList(project_id=project_id, base_id=base[0], depth=base[1] + 1, ops=ops, entered=entered)
+
+
+def _stored_predecessors(by_run: dict[int, list[Call]], rewritten: set[int]) -> dict[int, int]:
+    """For each run, the list of its stored call just before the first of these calls (if it has one)."""
+    found = {}
+    for run_id, run_calls in by_run.items():
+        first = min(run_calls, key=lambda call: (call.start_ns, call.span_id))
+        before = Q(start_ns__lt=first.start_ns) | Q(start_ns=first.start_ns, span_id__lt=first.span_id)
+        list_id = (
+            Call.objects.filter(before, run_id=run_id, item_list__isnull=False)
+            .exclude(id__in=rewritten)
+            .order_by("-start_ns", "-span_id")
+            .values_list("item_list_id", flat=True)
+            .first()
+        )
+        if list_id:
+            found[run_id] = list_id
+    return found
+
+
+def _new_ids(count: int) -> list[int]:
+    if not count:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT nextval(pg_get_serial_sequence('ingest_itemlist', 'id')) FROM generate_series(1, %s)",
+            [count],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def collect(project_id: int, list_ids: Iterable[int] | None = None) -> set[str]:
+    """Delete the lists (of ``list_ids``, or all the project's) that no call and no list needs any more,
+    and then their bases that became unneeded; returns the content hashes the deleted lists held."""
+    lists = ItemList.objects.filter(project_id=project_id)
+    candidates = set(list_ids) if list_ids is not None else None
+    hashes: set[str] = set()
+    while candidates is None or candidates:
+        scope = lists if candidates is None else lists.filter(id__in=candidates)
+        unneeded = scope.exclude(
+            id__in=Call.objects.filter(project_id=project_id, item_list__isnull=False).values("item_list_id")
+        ).exclude(id__in=lists.filter(base__isnull=False).values("base_id"))
+        gone = list(unneeded.values_list("id", "base_id", "entered"))
+        if not gone:
+            break
+        ItemList.objects.filter(id__in=[list_id for list_id, _, _ in gone]).delete()
+        # The other items of these lists entered their bases: reported when those go.
+        hashes.update(item["hash"] for _, _, entered in gone for item in entered)
+        candidates = {base_id for _, base_id, _ in gone if base_id}
+    return hashes
+
+
+def runs_holding(project_ids, wanted: dict[str, str]):
+    """Ids of the runs with a call whose window held an item matching every field of ``wanted``."""
+    if connection.vendor == "postgresql":
+        # The lists an item entered (GIN index on entered), then the lists based on them, then their calls.
+        project_ids = list(project_ids)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "WITH RECURSIVE held(id) AS ("
+                " SELECT id FROM ingest_itemlist WHERE project_id = ANY(%s) AND entered @> %s::jsonb"
+                " UNION SELECT list.id FROM ingest_itemlist list JOIN held ON list.base_id = held.id"
+                ") SELECT DISTINCT run_id FROM ingest_call"
+                " WHERE project_id = ANY(%s) AND item_list_id IN (SELECT id FROM held)",
+                [project_ids, json.dumps([wanted]), project_ids],
+            )
+            return [run_id for (run_id,) in cursor.fetchall()]
+    # SQLite (embedded) has no JSON containment: scan, which is fine at a laptop's scale.
+    found = set()
+    for call in Call.objects.filter(project_id__in=project_ids).only("run_id", "item_list").iterator():
+        if any(all(item.get(field) == value for field, value in wanted.items()) for item in call.items):
+            found.add(call.run_id)
+    return list(found)
+
+
+def first_seqs_holding(run_ids: Iterable[int], wanted: dict[str, str]) -> dict[int, int]:
+    """Per run, the seq of its first numbered call whose window held an item matching ``wanted``.
+
+    On PostgreSQL: the first call whose list the item entered (GIN index on entered); a call before it
+    could hold the item only through a base that entered it, whose call comes earlier still."""
+    run_ids = list(run_ids)
+    if not run_ids:
+        return {}
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT call.run_id, MIN(call.seq) FROM ingest_call call"
+                " JOIN ingest_itemlist list ON call.item_list_id = list.id"
+                " WHERE call.run_id = ANY(%s) AND call.seq IS NOT NULL AND list.entered @> %s::jsonb"
+                " GROUP BY call.run_id",
+                [run_ids, json.dumps([wanted])],
+            )
+            return dict(cursor.fetchall())
+    found: dict[int, int] = {}
+    calls = Call.objects.filter(run_id__in=run_ids, seq__isnull=False).order_by("run_id", "seq")
+    for call in calls.only("run_id", "seq", "item_list").iterator(chunk_size=200):
+        if call.run_id not in found and any(
+            all(item.get(field) == value for field, value in wanted.items()) for item in call.items
+        ):
+            found[call.run_id] = call.seq
+    return found
