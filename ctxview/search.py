@@ -46,7 +46,10 @@ def started_between(runs: QuerySet[Run], since: datetime | None, until: datetime
 
 def runs_with_item(project_ids, wanted: dict[str, str]) -> list[int]:
     """Runs with a call whose window held an item matching every field in ``wanted``."""
-    return runs_holding(project_ids, wanted)
+    if isinstance(project_ids, QuerySet):
+        # The projects a user may read, as a query (of rows or of ids): their ids, for one array parameter.
+        project_ids = project_ids.values_list("id", flat=True)
+    return runs_holding(list(project_ids), wanted)
 
 
 def _matches(item: dict, wanted: dict[str, str]) -> bool:
