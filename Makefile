@@ -23,8 +23,9 @@ test: $(VENV)/installed
 	$(BIN)/python -m pytest
 
 # The fuzz suites at their deep budgets: over 100,000 cases (see tests/fuzz/conftest.py).
+# make fuzz FUZZ_ARGS=--hypothesis-seed=N replays the cases of seed N (CI does).
 fuzz: $(VENV)/installed
-	CTXVIEW_FUZZ_PROFILE=deep $(BIN)/python -m pytest tests/fuzz -q
+	CTXVIEW_FUZZ_PROFILE=deep $(BIN)/python -m pytest tests/fuzz -q $(FUZZ_ARGS)
 
 bench: $(VENV)/installed
 	$(BIN)/python bench/suite.py $(BENCH_ARGS)
