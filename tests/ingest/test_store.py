@@ -2,14 +2,13 @@
 
 import zlib
 
-import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ingest import calls
 from ingest.models import Call, RawBatch, Run, Span
 from ingest.store import process_batch
 from ingest.tasks import process_batch_task, sweep_batches
-from tests import factories
+from tests import factories, services
 from tests.factories import user_message
 
 
@@ -135,7 +134,7 @@ def test_a_batch_whose_trace_another_batch_holds_is_left_pending_not_waited_for(
     from django.db import connection
 
     if connection.vendor != "postgresql":
-        pytest.skip("advisory locks are PostgreSQL's")
+        services.require("DATABASE_URL naming PostgreSQL (advisory locks are its own)")
     request = factories.trace_request(spans=3)
     batch = pending_batch(project, request)
     trace_id = request.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
