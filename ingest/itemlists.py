@@ -13,7 +13,6 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from django.db import connection
-from django.db.models import Q
 
 from ingest import compact
 from ingest.models import Call, ItemList
@@ -66,21 +65,31 @@ def _encoded(project_id: int, base: tuple[int, int, list[dict]] | None, items: l
 
 
 def _stored_predecessors(by_run: dict[int, list[Call]], rewritten: set[int]) -> dict[int, int]:
-    """For each run, the list of its stored call just before the first of these calls (if it has one)."""
-    found = {}
-    for run_id, run_calls in by_run.items():
-        first = min(run_calls, key=lambda call: (call.start_ns, call.span_id))
-        before = Q(start_ns__lt=first.start_ns) | Q(start_ns=first.start_ns, span_id__lt=first.span_id)
-        list_id = (
-            Call.objects.filter(before, run_id=run_id, item_list__isnull=False)
-            .exclude(id__in=rewritten)
-            .order_by("-start_ns", "-span_id")
-            .values_list("item_list_id", flat=True)
-            .first()
+    """For each run, the list of its stored call just before the first of these calls (if it has one):
+    one query for every run of the batch (PostgreSQL only: elsewhere every list is whole)."""
+    firsts = [
+        (run_id, first.start_ns, first.span_id)
+        for run_id, run_calls in by_run.items()
+        for first in [min(run_calls, key=lambda call: (call.start_ns, call.span_id))]
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT first.run_id, ("
+            " SELECT call.item_list_id FROM ingest_call call"
+            " WHERE call.run_id = first.run_id AND call.item_list_id IS NOT NULL"
+            " AND (call.start_ns < first.start_ns"
+            "  OR (call.start_ns = first.start_ns AND call.span_id < first.span_id))"
+            " AND NOT (call.id = ANY(%s::bigint[]))"
+            " ORDER BY call.start_ns DESC, call.span_id DESC LIMIT 1"
+            ") FROM unnest(%s::bigint[], %s::bigint[], %s::text[]) AS first(run_id, start_ns, span_id)",
+            [
+                sorted(rewritten),
+                [run_id for run_id, _, _ in firsts],
+                [start_ns for _, start_ns, _ in firsts],
+                [span_id for _, _, span_id in firsts],
+            ],
         )
-        if list_id:
-            found[run_id] = list_id
-    return found
+        return {run_id: list_id for run_id, list_id in cursor.fetchall() if list_id}
 
 
 def _new_ids(count: int) -> list[int]:
