@@ -385,19 +385,20 @@ def throwaway_ctxview(
         if mode == "postgres":
             from celery import Celery
 
-            nodes = [f"bench{i}-{os.getpid()}@localhost" for i in range(workers)]
-            for number, node in enumerate(nodes):
-                worker = f"-m celery -A ctxview worker --pool={pool} --concurrency=1 --loglevel=WARNING"
-                worker += f" --without-gossip --without-mingle --without-heartbeat -n {node}"
-                log = folder / f"worker{number}.log"
-                args = profiled(f"worker{number}", [sys.executable, *worker.split()])
-                worker_pgids.append(stack.enter_context(child_process(args, env, log)).pid)
-            # Wait until every worker answers, so worker start-up is not part of the timings.
+            # As docker-compose.yml runs it: one worker node whose pool forks ``workers`` processes, so
+            # they share what the node loaded before forking (the app, the tokenizer).
+            node = f"bench-{os.getpid()}@localhost"
+            worker = f"-m celery -A ctxview worker --pool={pool} --concurrency={workers} --loglevel=WARNING"
+            worker += f" --without-gossip --without-mingle --without-heartbeat -n {node}"
+            args = profiled("worker", [sys.executable, *worker.split()])
+            worker_pgids.append(stack.enter_context(child_process(args, env, folder / "worker.log")).pid)
+            # Wait until the node answers, so worker start-up is not part of the timings.
             control = Celery(broker=redis_url).control
-            wait_for(lambda: len(control.ping(destination=nodes, timeout=0.5)) == len(nodes), "workers")
+            wait_for(lambda: len(control.ping(destination=[node], timeout=0.5)) == 1, "workers")
 
         port = free_port()
-        web = f"-m gunicorn ctxview.wsgi:application -b 127.0.0.1:{port}"
+        # deploy/gunicorn.conf.py as in production (the app loaded before forking), at this size.
+        web = f"-m gunicorn ctxview.wsgi:application -c deploy/gunicorn.conf.py -b 127.0.0.1:{port}"
         web += f" --workers {web_workers} --threads {web_threads}"
         args = profiled("web", [sys.executable, *web.split()])
         gunicorn = stack.enter_context(child_process(args, env, folder / "web.log"))

@@ -1,5 +1,6 @@
 """The Celery app. Settings are read from Django settings with the ``CELERY_`` prefix."""
 
+import gc
 import os
 
 from celery import Celery, signals
@@ -19,3 +20,11 @@ def preload(**kwargs) -> None:
     from ingest import tokens
 
     tokens.count("warm up")
+    freeze_before_fork()
+
+
+def freeze_before_fork() -> None:
+    """Keep the garbage collector off what is loaded so far, in every process forked from here: a
+    collection writes into each object it visits, copying every shared page into each child."""
+    gc.collect()
+    gc.freeze()

@@ -26,7 +26,10 @@ def when_ready(server) -> None:
     """Without a broker, tasks run in the web workers: load the tokenizer once, before they fork."""
     from django.conf import settings
 
+    from ctxview.celery import freeze_before_fork
+
     if settings.CELERY_TASK_ALWAYS_EAGER:
         from ingest import tokens
 
         tokens.count("warm up")
+    freeze_before_fork()
