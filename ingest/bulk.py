@@ -9,13 +9,19 @@ BULK_SIZE = 500
 
 
 def insert_rows(
-    model: type[models.Model], rows: list[dict], *, on_conflict: str = "skip", returning: str = ""
+    model: type[models.Model],
+    rows: list[dict],
+    *,
+    on_conflict: str = "skip",
+    returning: str = "",
+    with_ids: bool = False,
 ):
     """Insert rows (field attname -> value) in their order, in one statement; returns the ``returning``
     column of the rows inserted (empty without it).
 
     ``on_conflict``: ``skip`` leaves a row whose unique key is taken (``ON CONFLICT DO NOTHING``),
-    ``fail`` raises IntegrityError. SQLite has no ``returning`` here: every row is taken as inserted."""
+    ``fail`` raises IntegrityError. SQLite has no ``returning`` here: every row is taken as inserted.
+    ``with_ids``: the rows carry their primary keys (allocated from the sequence beforehand)."""
     if not rows:
         return []
     if connection.vendor != "postgresql":
@@ -25,7 +31,7 @@ def insert_rows(
         return [row[returning] for row in rows] if returning else []
     # PostgreSQL: COPY into a temporary table, then one INSERT ... SELECT. The ORM's multi-row INSERT
     # builds a model per row and quotes every value into the SQL text; COPY streams the values.
-    fields = [field for field in model._meta.concrete_fields if not field.primary_key]
+    fields = [field for field in model._meta.concrete_fields if with_ids or not field.primary_key]
     table = model._meta.db_table
     staging = f"{table}_staging"
     columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
@@ -76,3 +82,39 @@ def _json(value) -> str:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
     except TypeError:
         return json.dumps(value)
+
+
+def update_rows(model: type[models.Model], objects: list[models.Model], fields: list[str]) -> None:
+    """Save ``fields`` of these (stored) objects, in one statement on PostgreSQL.
+
+    The ORM's bulk_update builds a CASE WHEN per field and row: 60% of re-analysing a run went there.
+    Here each field's values go as one array parameter, joined to the rows by id (UPDATE ... FROM unnest)."""
+    if not objects:
+        return
+    if connection.vendor != "postgresql":
+        model.objects.bulk_update(objects, fields, batch_size=BULK_SIZE)
+        return
+    meta = model._meta
+    columns = [meta.get_field(name) for name in fields]
+    arrays, assignments, arguments = [], [], []
+    for number, field in enumerate(columns):
+        values = [getattr(obj, field.attname) for obj in objects]
+        if getattr(field, "packs_value", False):
+            values, kind = [field.get_prep_value(value) for value in values], "bytea"
+        elif field.get_internal_type() == "JSONField":  # as text: an array of JSON text, cast to jsonb
+            values, kind = [None if value is None else _json(value) for value in values], "text"
+        else:
+            values = [field.get_db_prep_save(value, connection) for value in values]
+            kind = field.rel_db_type(connection) if field.is_relation else field.db_type(connection)
+        arrays.append(f"%s::{kind}[]")
+        cast = "::jsonb" if field.get_internal_type() == "JSONField" else ""
+        assignments.append(f"{connection.ops.quote_name(field.column)} = v.f{number}{cast}")
+        arguments.append(values)
+    names = ", ".join(f"f{number}" for number in range(len(columns)))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {meta.db_table} AS t SET {', '.join(assignments)}"
+            f" FROM unnest(%s::bigint[], {', '.join(arrays)}) AS v(id, {names})"
+            f" WHERE t.{connection.ops.quote_name(meta.pk.column)} = v.id",
+            [[obj.pk for obj in objects], *arguments],
+        )

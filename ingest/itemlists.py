@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from django.db import connection
 
 from ingest import compact
+from ingest.bulk import insert_rows
 from ingest.models import Call, ItemList
 
 MAX_DEPTH = ItemList.MAX_DEPTH
@@ -48,7 +49,12 @@ def store(project_id: int, calls: Iterable[Call]) -> None:
                 row.id = next(ids)
                 base = (row.id, row.depth, items)
             stored.append((call, row))
-    ItemList.objects.bulk_create([row for _call, row in stored], batch_size=500)
+    if chained:  # COPY: the ORM's bulk_create builds and quotes every row (5% of a worker's time)
+        fields = [field.attname for field in ItemList._meta.concrete_fields]
+        rows = [{name: getattr(row, name) for name in fields} for _call, row in stored]
+        insert_rows(ItemList, rows, on_conflict="fail", with_ids=True)
+    else:
+        ItemList.objects.bulk_create([row for _call, row in stored], batch_size=500)
     for call, row in stored:
         call.item_list_id = row.id
 
