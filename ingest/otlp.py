@@ -494,6 +494,50 @@ def spans(message: ExportTraceServiceRequest) -> Iterator[tuple[dict, dict]]:
                 )
 
 
+def _parts(rows: Iterator[tuple[dict, dict]], sizes: Iterator[int], max_bytes: int) -> Iterator[list]:
+    part, size = [], 0
+    for row, row_size in zip(rows, sizes, strict=True):
+        if part and size + row_size > max_bytes:
+            yield part
+            part, size = [], 0
+        part.append(row)
+        size += row_size
+    if part:
+        yield part
+
+
+def span_parts(message: ExportTraceServiceRequest, max_bytes: int) -> Iterator[list[tuple[dict, dict]]]:
+    """``spans(message)`` in parts of consecutive spans of at most ``max_bytes`` encoded (or one span)."""
+    sizes = (
+        span.ByteSize()
+        for resource_spans in message.resource_spans
+        for scope_spans in resource_spans.scope_spans
+        for span in scope_spans.spans
+    )
+    return _parts(spans(message), sizes, max_bytes)
+
+
+def log_parts(message: ExportLogsServiceRequest, max_bytes: int) -> Iterator[list[tuple[dict, dict]]]:
+    """``log_records(message)`` in parts of at most ``max_bytes`` encoded (or one record)."""
+    sizes = (
+        record.ByteSize()
+        for resource_logs in message.resource_logs
+        for scope_logs in resource_logs.scope_logs
+        for record in scope_logs.log_records
+    )
+    return _parts(log_records(message), sizes, max_bytes)
+
+
+def trace_ids(message: ExportTraceServiceRequest) -> set[str]:
+    """The traces a stored traces request has spans of."""
+    return {
+        span.trace_id.hex()
+        for resource_spans in message.resource_spans
+        for scope_spans in resource_spans.scope_spans
+        for span in scope_spans.spans
+    }
+
+
 def log_records(message: ExportLogsServiceRequest) -> Iterator[tuple[dict, dict]]:
     """(resource attributes, log row) for each record of a stored logs request."""
     for resource_logs in message.resource_logs:

@@ -66,50 +66,79 @@ def process_batch(batch_id: int, then: Callable[[int], object] | None = None, wa
         return batch.status
 
 
+# A batch is stored a part at a time, all in its one transaction: a worker holds one part's rows and
+# what is made of them, not the whole batch's, so its peak memory does not grow with the batch's size.
+# Exporters' batches (512 spans by default) are usually one part.
+PART_BYTES = 4 * 1024 * 1024
+
+
 def _store(batch: RawBatch, wait: bool = True) -> set[int]:
     """Write the batch's rows; returns the ids of the runs whose calls changed."""
     try:
         message = otlp.load(batch.signal, zlib.decompress(bytes(batch.body)))
-        rows = list(
-            otlp.spans(message) if batch.signal == RawBatch.Signal.TRACES else otlp.log_records(message)
-        )
     except (zlib.error, DecodeError, ValueError) as exc:
         raise BadBatch(f"stored body cannot be decoded: {exc}") from exc
-    resource_ids = _resource_ids(batch.project_id, [resource for resource, _ in rows])
-    common = {"project_id": batch.project_id, "batch_id": batch.id, "received_at": batch.received_at}
     scope = Batch(batch.project_id, keep_content=not batch.project.hash_only)
+    runs: set[int] = set()
     try:
         if batch.signal == RawBatch.Signal.TRACES:
-            traces = {row["trace_id"] for _, row in rows}
+            traces = otlp.trace_ids(message)
             if not calls.claim_traces(scope, traces, wait):
                 raise calls.Busy("a trace of the batch is being stored by another")
-            # Interpreting first moves model calls' content out of the span rows and into items.
-            records, operations = calls.interpret_spans(scope, rows)
-            insert_rows(
-                Span, [{"resource_id": resource_ids[id(resource)], **common, **row} for resource, row in rows]
-            )
-            runs = calls.save(scope, records, operations, traces=traces, wait=wait)
-            return runs | session_calls.refresh(scope, "spans", [row for _, row in rows])
+            for part in _decoded(otlp.span_parts(message, PART_BYTES)):
+                runs |= _store_spans(batch, scope, part, traces, wait)
         else:
-            if not scope.keep_content:  # hash-only: the coding CLIs' content attributes are never stored
-                rows = [(resource, _without_log_content(row)) for resource, row in rows]
-            insert_rows(
-                LogRecord,
-                [
-                    {
-                        "resource_id": resource_ids[id(resource)],
-                        "record_hash": _digest([resource_ids[id(resource)], row]),
-                        **common,
-                        **row,
-                    }
-                    for resource, row in rows
-                ],
-            )
-            log_rows = [row for _, row in rows]
-            runs = join_log_events(scope, log_rows)
-            return runs | session_calls.refresh(scope, "logs", log_rows)
+            for part in _decoded(otlp.log_parts(message, PART_BYTES)):
+                runs |= _store_log_records(batch, scope, part)
     except DataError as exc:
         raise BadBatch(f"the database refused a value: {str(exc).splitlines()[0]}") from exc
+    return runs
+
+
+def _decoded(parts):
+    """The parts, with a value that cannot be decoded as the batch's failure."""
+    try:
+        yield from parts
+    except ValueError as exc:
+        raise BadBatch(f"stored body cannot be decoded: {exc}") from exc
+
+
+def _common(batch: RawBatch) -> dict:
+    return {"project_id": batch.project_id, "batch_id": batch.id, "received_at": batch.received_at}
+
+
+def _store_spans(batch: RawBatch, scope: Batch, rows: list, traces: set[str], wait: bool) -> set[int]:
+    resource_ids = _resource_ids(batch.project_id, [resource for resource, _ in rows])
+    # Interpreting first moves model calls' content out of the span rows and into items.
+    records, operations = calls.interpret_spans(scope, rows)
+    common = _common(batch)
+    insert_rows(
+        Span, [{"resource_id": resource_ids[id(resource)], **common, **row} for resource, row in rows]
+    )
+    runs = calls.save(scope, records, operations, traces=traces, wait=wait)
+    return runs | session_calls.refresh(scope, "spans", [row for _, row in rows])
+
+
+def _store_log_records(batch: RawBatch, scope: Batch, rows: list) -> set[int]:
+    resource_ids = _resource_ids(batch.project_id, [resource for resource, _ in rows])
+    if not scope.keep_content:  # hash-only: the coding CLIs' content attributes are never stored
+        rows = [(resource, _without_log_content(row)) for resource, row in rows]
+    common = _common(batch)
+    insert_rows(
+        LogRecord,
+        [
+            {
+                "resource_id": resource_ids[id(resource)],
+                "record_hash": _digest([resource_ids[id(resource)], row]),
+                **common,
+                **row,
+            }
+            for resource, row in rows
+        ],
+    )
+    log_rows = [row for _, row in rows]
+    runs = join_log_events(scope, log_rows)
+    return runs | session_calls.refresh(scope, "logs", log_rows)
 
 
 def _without_log_content(row: dict) -> dict:

@@ -5,6 +5,7 @@ import zlib
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ingest import calls
+from ingest.analyse import analyse_run
 from ingest.models import Call, RawBatch, Run, Span
 from ingest.store import process_batch
 from ingest.tasks import process_batch_task, sweep_batches
@@ -150,3 +151,38 @@ def test_a_batch_whose_trace_another_batch_holds_is_left_pending_not_waited_for(
     assert process_batch(batch.id, wait=False) == "done"
     batch.refresh_from_db()
     assert (batch.status, batch.attempts, Call.objects.count()) == ("done", 1, 3)
+
+
+def test_a_batch_stored_in_parts_ends_where_one_part_ends(db, monkeypatch):
+    """A large batch is stored a part at a time (a worker's memory does not grow with the batch): runs
+    interleaved, calls out of order, an agent span last; the end state equals storing it whole."""
+    from ingest import store
+    from tests.ingest.test_concurrency import RUNS, end_state, shuffled_batches
+
+    request = ExportTraceServiceRequest()
+    for body in shuffled_batches():
+        request.MergeFrom(ExportTraceServiceRequest.FromString(body))
+    whole, _ = factories.project_with_key("whole")
+    in_parts, _ = factories.project_with_key("parts")
+    assert process_batch(pending_batch(whole, request).id) == "done"
+    sizes = [
+        span.ByteSize()
+        for resource_spans in request.resource_spans
+        for scope_spans in resource_spans.scope_spans
+        for span in scope_spans.spans
+    ]
+    parts = []
+    real_parts = store.otlp.span_parts
+    monkeypatch.setattr(store, "PART_BYTES", max(sizes) * 3)
+    monkeypatch.setattr(
+        store.otlp,
+        "span_parts",
+        lambda *args: [parts.append(len(part)) or part for part in real_parts(*args)],
+    )
+    assert process_batch(pending_batch(in_parts, request).id) == "done"
+    assert len(parts) > 10 and sum(parts) == len(sizes)
+    for run_id in Run.objects.values_list("id", flat=True):  # what the task enqueues once it commits
+        analyse_run(run_id)
+    expected = end_state(whole)
+    assert len(expected) == RUNS and all(run["counts"][2] for run in expected.values())
+    assert end_state(in_parts) == expected
