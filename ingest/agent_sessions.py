@@ -17,6 +17,7 @@ from django.db.models.functions import Cast
 
 from ingest import agents
 from ingest.analyse import invalidate
+from ingest.bulk import update_rows
 from ingest.models import Call, Finding, Operation, Run, Span
 
 AGENT_FIELDS = (
@@ -249,7 +250,7 @@ def resolve(project_id: int, traces: set[str], new_calls: list[Call], runs: dict
     for source, start in sources.items():
         # What stays in the child run is renumbered from the first call that left it.
         Call.objects.filter(run_id=source, start_ns__gte=start).update(seq=None, turn=None)
-    Call.objects.bulk_update(list(changed.values()), [*AGENT_FIELDS, "run_id", "seq", "turn"], batch_size=500)
+    update_rows(Call, list(changed.values()), [*AGENT_FIELDS, "run", "seq", "turn"])
     _emptied({by_id[source] for source in sources}, new_calls)
     _name_sessions(by_id, everything, invocations_of)
     return renumber

@@ -26,7 +26,7 @@ from ctxcore.analysis import (
     new_state,
     table_from_rows,
 )
-from ingest.bulk import insert_rows
+from ingest.bulk import insert_rows, update_rows
 from ingest.models import AnalysisCheckpoint, Call, Content, Finding, Run
 
 logger = logging.getLogger(__name__)
@@ -179,7 +179,7 @@ def _analyse_from(run: Run, after: int, state: dict) -> int:
         if not chunk:
             break
         state = _analyse_chunk(run, chunk, state, previous, cache, config)
-        Call.objects.bulk_update(chunk, ["analysis", "window_total"], batch_size=CHUNK)
+        update_rows(Call, chunk, ["analysis", "window_total"])
         analysed += len(chunk)
         previous, after = chunk[-1], chunk[-1].seq
     _finish(run, after, state, config)

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from django.db import connection
 
 from ingest import families, itemlists, normalise
+from ingest.bulk import update_rows
 from ingest.call_rows import CALL_CONTENT_FIELDS, Batch, content_fields
 from ingest.contents import count_tokens, save_contents
 from ingest.models import Call, LogRecord, Run, Span
@@ -125,7 +126,7 @@ def join_log_events(batch: Batch, rows: list[dict]) -> set[int]:
     else:
         forget_event_content(batch, call_keys)
     itemlists.store(batch.project_id, calls)
-    Call.objects.bulk_update(calls, [*CALL_CONTENT_FIELDS, "seq", "turn"], batch_size=200)
+    update_rows(Call, calls, [*CALL_CONTENT_FIELDS, "seq", "turn"])
     for run in runs:
         number_calls(run, renumber=True)
     return {run.id for run in runs}

@@ -7,6 +7,7 @@ appended without reading the run's calls; a late call renumbers the run from tha
 from django.db.models import Q
 
 from ingest.analyse import ANALYSIS_FIELDS, invalidate
+from ingest.bulk import update_rows
 from ingest.call_rows import datetime_of
 from ingest.models import Call, Operation, Run
 from ingest.turns import TurnState, advance
@@ -142,9 +143,7 @@ def number_calls(run: Run, renumber: bool = False) -> None:
         calls = list(unnumbered.only(*NUMBERING_FIELDS))
         state = state_of(run)
     state = number(state, calls, agent_invocations(run.project_id, calls))
-    Call.objects.bulk_update(
-        calls, ["seq", "turn", "carried_fingerprint", "carried_invocation"], batch_size=500
-    )
+    update_rows(Call, calls, ["seq", "turn", "carried_fingerprint", "carried_invocation"])
     remember(run, calls, state, appended=not late)
     run.save(update_fields=RUN_FIELDS)
     if late:
