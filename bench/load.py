@@ -173,6 +173,7 @@ class LoadResult:
     workers: int = 0  # Celery worker processes (0: tasks in the web process, or not ctxview)
     # Samples of the server's database sessions while the load drains: (waiting on a lock, active).
     sessions: list[tuple[int, int]] = field(default_factory=list)
+    machine_busy: float | None = None  # the share of all cores busy (anything) from first POST to done
 
     @property
     def done_s(self) -> float | None:
@@ -234,6 +235,7 @@ def timed_load(
                 return
             stop.wait(poll_interval)
 
+    cores_before = core_times()
     with MemorySampler(memory_groups or {}) as sampler:
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
@@ -243,6 +245,8 @@ def timed_load(
         posting_done.set()
         poller.join()
         stop.set()
+        busy, idle = (after - before for after, before in zip(core_times(), cores_before, strict=True))
+        result.machine_busy = busy / (busy + idle) if busy + idle else None
     result.memory = sampler.peaks
     result.pss_kib = sampler.pss_peak_kib
     result.stored_s = reached.get("stored")
@@ -253,6 +257,14 @@ def timed_load(
     if result.posted.failures:
         result.notes.append(f"non-200 answers: {dict(result.posted.failures)}")
     return result
+
+
+def core_times() -> tuple[int, int]:
+    """All cores' (busy, idle) time so far, in clock ticks (/proc/stat; idle includes waiting on I/O)."""
+    with open("/proc/stat") as stat:
+        ticks = [int(value) for value in stat.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]
+    return sum(ticks[:8]) - idle, idle
 
 
 def ctxview_milestones(instance: Ctxview, calls_per_span: float = 1.0) -> Callable[[int], dict[str, bool]]:
@@ -364,7 +376,7 @@ LOAD_HEADER = (
     "worker RSS MiB",
     "PSS MiB web+worker",
     "CPU ms/span web+worker+pg",
-    "CPU busy web+worker",
+    "CPU busy web+worker+pg (machine)",
     "DB sessions per worker: lock-wait/active",
     "load avg",
 )
@@ -382,12 +394,15 @@ def cpu_per_span(result: LoadResult) -> str:
 
 
 def cpu_busy(result: LoadResult) -> str:
-    """The share of the machine's cores the web and worker processes kept busy until the load was done."""
+    """The share of the machine's cores that the server's processes (web, workers, PostgreSQL backends)
+    kept busy until the load was done; in brackets, the share busy with anything (the load's client too)."""
     done = result.done_s
-    parts = [result.memory[name].cpu_seconds for name in ("web", "worker") if name in result.memory]
+    names = ("web", "worker", "postgres")
+    parts = [result.memory[name].cpu_seconds for name in names if name in result.memory]
     if not done or not parts:
         return "-"
-    return f"{100 * sum(parts) / (done * (os.cpu_count() or 1)):.0f}% of {os.cpu_count()} cores"
+    machine = f" ({100 * result.machine_busy:.0f}%)" if result.machine_busy is not None else ""
+    return f"{100 * sum(parts) / (done * (os.cpu_count() or 1)):.0f}%{machine} of {os.cpu_count()} cores"
 
 
 def session_waits(result: LoadResult) -> str:
