@@ -74,7 +74,7 @@ class BatchTokens:
         if not asked or record.manifest_source == "explicit":
             return record
         items = tuple(
-            replace(item, tokens=item.tokens + counts[item.hash]) if item.hash in asked else item
+            item.with_tokens(item.tokens + counts[item.hash]) if item.hash in asked else item
             for item in record.items
         )
         return replace(record, items=items)

@@ -44,11 +44,13 @@ def without_duplicates(batch: Batch, records: list[CallRecord]) -> tuple[list[Ca
     def same_request(a, b) -> bool:  # a and b are of the same trace
         if a.response_id and a.response_id == b.response_id:
             return True
-        # Nested or twin spans are one request only if nothing says otherwise: parallel calls under one
-        # agent can overlap with the same usage, but their responses or their prompts differ.
-        if (a.response_id and b.response_id) or _prompts_differ(a, b):
+        if a.response_id and b.response_id:
             return False
-        return a.parent_span_id == b.span_id or b.parent_span_id == a.span_id or _twins(a, b)
+        # Nested or twin spans are one request only if nothing says otherwise: parallel calls under one
+        # agent can overlap with the same usage, but their responses or their prompts differ. (The
+        # prompts last: comparing them for every pair of a trace's calls was 7% of a batch's CPU.)
+        nested = a.parent_span_id == b.span_id or b.parent_span_id == a.span_id
+        return (nested or _twins(a, b)) and not _prompts_differ(a, b)
 
     group_of = list(range(len(entries)))  # union-find over "same request"
     # The response ids in each group: a group never holds two, even through a span that has none.
