@@ -117,12 +117,7 @@ def _prompts_differ(a: CallRecord | Call, b: CallRecord | Call) -> bool:
 
 def _twins(a: CallRecord | Call, b: CallRecord | Call) -> bool:
     """Sibling spans of one request without a response id: same parent, overlapping, same usage."""
+    if not (a.parent_span_id and a.parent_span_id == b.parent_span_id):
+        return False
     usage = _usage_of(a)
-    return (
-        bool(a.parent_span_id)
-        and a.parent_span_id == b.parent_span_id
-        and a.start_ns <= b.end_ns
-        and b.start_ns <= a.end_ns
-        and None not in usage
-        and usage == _usage_of(b)
-    )
+    return a.start_ns <= b.end_ns and b.start_ns <= a.end_ns and None not in usage and usage == _usage_of(b)
