@@ -47,29 +47,38 @@ def content_fields(record: CallRecord) -> dict:
     return {name: value_of(record) for name, value_of in CALL_CONTENT.items()}
 
 
+_CALL_FIELDS = Call._meta.concrete_fields
+
+
 def new_call(batch: Batch, run_id: int, record: CallRecord) -> Call:
     """The (unsaved, unnumbered) call of a record, in run ``run_id``."""
-    return Call(
-        project_id=batch.project_id,
-        run_id=run_id,
-        trace_id=record.trace_id,
-        span_id=record.span_id,
-        parent_span_id=record.parent_span_id,
-        turn_hint=record.turn_hint,
-        name=record.name,
-        start_ns=record.start_ns,
-        end_ns=record.end_ns,
-        started_at=datetime_of(record.start_ns),
-        provider=record.provider,
-        operation=record.operation,
-        request_model=record.request_model,
-        response_model=record.response_model,
-        response_id=record.response_id,
-        agent_name=record.agent_name,
-        finish_reasons=list(record.finish_reasons),
+    values = {
+        "project_id": batch.project_id,
+        "run_id": run_id,
+        "trace_id": record.trace_id,
+        "span_id": record.span_id,
+        "parent_span_id": record.parent_span_id,
+        "turn_hint": record.turn_hint,
+        "name": record.name,
+        "start_ns": record.start_ns,
+        "end_ns": record.end_ns,
+        "started_at": datetime_of(record.start_ns),
+        "provider": record.provider,
+        "operation": record.operation,
+        "request_model": record.request_model,
+        "response_model": record.response_model,
+        "response_id": record.response_id,
+        "agent_name": record.agent_name,
+        "finish_reasons": list(record.finish_reasons),
         **record.usage.to_dict(),
         **content_fields(record),
-    )
+    }
+    items = values.pop("items")
+    # Every field by position, as Django builds a model read from the database: its keyword path
+    # (a lookup per field and keyword) was 4% of a batch's CPU.
+    call = Call(*[values[f.attname] if f.attname in values else f.get_default() for f in _CALL_FIELDS])
+    call.items = items
+    return call
 
 
 def call_row(call: Call) -> dict:

@@ -35,9 +35,10 @@ def parse_json(value: Any) -> Any:
 def nest(attributes: dict, prefix: str) -> dict:
     """Flattened keys (``prefix.0.message.role``) as nested dicts (``{"0": {"message": {"role": …}}}``)."""
     root: dict = {}
-    start = len(prefix) + 1
+    dotted = prefix + "."
+    start = len(dotted)
     for key, value in attributes.items():
-        if not key.startswith(prefix + "."):
+        if not key.startswith(dotted):
             continue
         node = root
         parts = key[start:].split(".")

@@ -12,6 +12,7 @@ table says the same for users.
 """
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ingest.families.base import version_tuple
 
@@ -212,6 +213,7 @@ INSTRUMENTATIONS: tuple[Instrumentation, ...] = (
 )
 
 
+@lru_cache(maxsize=1024)  # a few scopes and providers, asked for every call (twice)
 def instrumentations(scope_name: str, scope_version: str, provider: str) -> tuple[Instrumentation, ...]:
     """The rows that hold for a span of this scope, version and provider (OTel provider name)."""
     return tuple(row for row in INSTRUMENTATIONS if row.holds_for(scope_name, scope_version, provider))

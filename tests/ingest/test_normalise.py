@@ -537,3 +537,36 @@ def test_context_edits_are_noted_on_the_call(attributes, notes):
     # ... and kept with the reported usage, where the cache analysis reads them (one per note).
     edits = limits.context_edits(record.usage.raw)
     assert [edit["type"] for edit in edits] == [note.split(": ")[1].split(" (")[0] for note in notes]
+
+
+def test_a_new_call_has_every_field_of_its_record_as_the_models_keyword_constructor_sets_them():
+    from ingest.call_rows import Batch, content_fields, datetime_of, new_call
+    from ingest.models import Call
+
+    record = normalise.call_record(
+        span(
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4o",
+                "gen_ai.tool.definitions": json.dumps(TOOLS),
+                "gen_ai.input.messages": json.dumps(OTEL_MESSAGES),
+                "gen_ai.usage.input_tokens": 120,
+                "gen_ai.usage.cache_read.input_tokens": 100,
+                "gen_ai.usage.output_tokens": 7,
+            }
+        ),
+        {},
+    )
+    call = new_call(Batch(3), 5, record)
+    by_keywords = Call(
+        project_id=3, run_id=5, trace_id=record.trace_id, span_id=record.span_id,
+        parent_span_id=record.parent_span_id, turn_hint=record.turn_hint, name=record.name,
+        start_ns=record.start_ns, end_ns=record.end_ns, started_at=datetime_of(record.start_ns),
+        provider=record.provider, operation=record.operation, request_model=record.request_model,
+        response_model=record.response_model, response_id=record.response_id, agent_name=record.agent_name,
+        finish_reasons=list(record.finish_reasons), **record.usage.to_dict(), **content_fields(record),
+    )  # fmt: skip
+    fields = [field.attname for field in Call._meta.concrete_fields]
+    assert [getattr(call, name) for name in fields] == [getattr(by_keywords, name) for name in fields]
+    assert call.items == by_keywords.items and len(call.items) == 5 and call._items_changed
+    assert (call.request_model, call.cache_read, call.run_id, call.seq) == ("gpt-4o", 100, 5, None)
