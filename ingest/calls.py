@@ -3,8 +3,8 @@
 Interpret the batch's spans (``normalise``), keep one call per request (``dedup``), write calls and their
 content once (``contents``), and number the calls of each touched run (``numbering``). A run's row is
 locked while its calls are written and numbered, so two workers never interleave on one run; runs are
-locked in id order, so they never deadlock. A worker does not wait for another batch's traces or runs
-(``claim_traces``, ``Busy``): the batch goes back to the queue and the worker takes the next one.
+locked in id order, so they never deadlock. A batch interprets its spans before it waits for another
+batch of the same traces (``claim_traces``).
 """
 
 import logging
@@ -40,15 +40,21 @@ class Busy(Exception):
     """Another batch holds a trace or a run this one needs: try it later instead of waiting."""
 
 
-def claim_traces(batch: Batch, traces: set[str], wait: bool = True) -> bool:
-    """Take the locks on the batch's traces that the batch holds until it commits, before the work that
-    needs them; False (``wait`` off) when another batch holds one of them.
+def share_traces(batch: Batch, traces: set[str]) -> None:
+    """The shared locks of the content joins on the batch's traces: taken first, as in every batch."""
+    lock_traces(batch, traces, shared=True)
 
-    A conversation's traces straddle batches: two workers on neighbouring batches would wait for each
-    other on the trace they share. Not waiting, the worker takes another batch from the queue and this
-    one comes back later, after the other committed (then as a late arrival, renumbered from its first
-    call, which costs the run's calls after it, not the run)."""
-    lock_traces(batch, traces, shared=True)  # first, as in every batch: the content joins' order
+
+def claim_traces(traces: set[str], wait: bool = True) -> bool:
+    """Take the locks on the batch's traces that it holds until it commits, once its spans are
+    interpreted and before writing what depends on the rest of each trace; False (``wait`` off) when
+    another batch holds one of them.
+
+    A conversation's traces straddle batches, so neighbouring batches share a trace. The second
+    interprets its spans (counting tokens included) while the first writes, then waits for the first to
+    commit: batches are written in their order. Not waiting (requeueing the batch) wrote a later batch
+    first and made the earlier one's calls late, the run renumbered and re-analysed from them: with one
+    call per request, every request (200 calls: 54 s against 16 s waiting)."""
     if wait:
         agent_sessions.lock_traces(traces)
         return True

@@ -83,10 +83,15 @@ def _store(batch: RawBatch, wait: bool = True) -> set[int]:
     try:
         if batch.signal == RawBatch.Signal.TRACES:
             traces = otlp.trace_ids(message)
-            if not calls.claim_traces(scope, traces, wait):
-                raise calls.Busy("a trace of the batch is being stored by another")
+            calls.share_traces(scope, traces)
+            claimed = False
             for part in _decoded(otlp.span_parts(message, PART_BYTES)):
-                runs |= _store_spans(batch, scope, part, traces, wait)
+                records, operations = calls.interpret_spans(scope, part)
+                if not claimed:  # interpreted while another batch of its traces may still be writing
+                    if not calls.claim_traces(traces, wait):
+                        raise calls.Busy("a trace of the batch is being stored by another")
+                    claimed = True
+                runs |= _store_spans(batch, scope, part, records, operations, traces, wait)
         else:
             for part in _decoded(otlp.log_parts(message, PART_BYTES)):
                 runs |= _store_log_records(batch, scope, part)
@@ -107,10 +112,11 @@ def _common(batch: RawBatch) -> dict:
     return {"project_id": batch.project_id, "batch_id": batch.id, "received_at": batch.received_at}
 
 
-def _store_spans(batch: RawBatch, scope: Batch, rows: list, traces: set[str], wait: bool) -> set[int]:
+def _store_spans(
+    batch: RawBatch, scope: Batch, rows: list, records: list, operations: list, traces: set[str], wait: bool
+) -> set[int]:
+    """Write interpreted spans (interpreting moved model calls' content out of the rows, into items)."""
     resource_ids = _resource_ids(batch.project_id, [resource for resource, _ in rows])
-    # Interpreting first moves model calls' content out of the span rows and into items.
-    records, operations = calls.interpret_spans(scope, rows)
     common = _common(batch)
     insert_rows(
         Span, [{"resource_id": resource_ids[id(resource)], **common, **row} for resource, row in rows]

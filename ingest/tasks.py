@@ -29,19 +29,14 @@ IDEMPOTENT = {
 # Two batches carrying the same span at once (an exporter retrying a request that timed out): both see
 # the call as new, the run's lock lets one store it, the other's insert fails on the unique key and rolls
 # back. Retried, it finds the call stored and skips it.
-# A batch whose trace or run another worker is storing is not waited for: it goes back to the queue
-# (the worker takes the next batch meanwhile), up to DEFERRALS times, and then waits its turn.
-DEFERRALS = 6
-
-
+# A batch whose trace another worker is storing waits for it once its own spans are interpreted, so that
+# batches are written in their order (ingest.calls.claim_traces).
 @shared_task(**{**IDEMPOTENT, "autoretry_for": (*IDEMPOTENT["autoretry_for"], IntegrityError)})
 def process_batch_task(*, batch_id: int, deferred: int = 0) -> str:
+    """``deferred``: ignored (the count of requeues that an earlier version sent with a batch)."""
     from ingest.store import process_batch
 
-    outcome = process_batch(batch_id, then=enqueue_analysis, wait=deferred >= DEFERRALS)
-    if outcome == "busy":
-        enqueue_batch(batch_id, deferred=deferred + 1)
-    return outcome
+    return process_batch(batch_id, then=enqueue_analysis)
 
 
 @shared_task(**IDEMPOTENT)
@@ -77,16 +72,10 @@ def sweep_batches_task() -> int:
     return sweep_batches(settings.CTXVIEW_SWEEP_AFTER_SECONDS)
 
 
-def enqueue_batch(batch_id: int, deferred: int = 0) -> bool:
-    """Enqueue a batch's processing; if the broker is down, leave it pending for the sweeper.
-
-    ``deferred``: how many times it found its traces busy (it is then taken after a short delay)."""
+def enqueue_batch(batch_id: int) -> bool:
+    """Enqueue a batch's processing; if the broker is down, leave it pending for the sweeper."""
     try:
-        if deferred:
-            kwargs = {"batch_id": batch_id, "deferred": deferred}
-            process_batch_task.apply_async(kwargs=kwargs, countdown=min(0.05 * 2**deferred, 2.0))
-        else:
-            process_batch_task.apply_async(kwargs={"batch_id": batch_id})
+        process_batch_task.apply_async(kwargs={"batch_id": batch_id})
     except Exception as exc:  # kombu raises many kinds; the batch is safe in the database either way
         logger.warning("could not enqueue batch %s (%s); the sweeper will enqueue it", batch_id, exc)
         return False

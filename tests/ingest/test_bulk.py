@@ -1,8 +1,8 @@
 """Writing many rows at once (ingest.bulk): what the ORM would have written, in fewer statements."""
 
 from django.db import connection
-from django.utils import timezone
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from ingest.bulk import update_rows
 from ingest.models import Call, ItemList, Run

@@ -186,3 +186,49 @@ def test_a_batch_stored_in_parts_ends_where_one_part_ends(db, monkeypatch):
     expected = end_state(whole)
     assert len(expected) == RUNS and all(run["counts"][2] for run in expected.values())
     assert end_state(in_parts) == expected
+
+
+def test_the_task_interprets_a_batch_then_waits_for_the_batch_holding_its_trace(project, monkeypatch):
+    """Batches that share a trace are written in their order: the task waits (it no longer requeues the
+    batch, which wrote a later batch first), but only once the batch's spans are interpreted."""
+    import threading
+    import time
+
+    from django.db import connection
+
+    from ingest import calls as calls_module
+
+    if connection.vendor != "postgresql":
+        services.require("DATABASE_URL naming PostgreSQL (advisory locks are its own)")
+    request = factories.trace_request(spans=3)
+    batch = pending_batch(project, request)
+    trace_id = request.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
+    other = _held_elsewhere("SELECT pg_advisory_xact_lock(hashtextextended(%s, 14))", [trace_id])
+    interpreted = threading.Event()
+    real_interpret = calls_module.interpret_spans
+
+    def interpret(*args):
+        found = real_interpret(*args)
+        interpreted.set()
+        return found
+
+    monkeypatch.setattr(calls_module, "interpret_spans", interpret)
+    other.inc_thread_sharing()  # the other session lets go from a thread of its own
+    released = threading.Event()
+
+    def release():
+        interpreted.wait(30)
+        time.sleep(0.3)  # while the task waits
+        released.set()
+        other.rollback()
+
+    thread = threading.Thread(target=release)
+    thread.start()
+    try:
+        assert process_batch_task(batch_id=batch.id) == "done"  # returns only once the other let go
+    finally:
+        thread.join()
+        other.close()
+    assert interpreted.is_set() and released.is_set()
+    batch.refresh_from_db()
+    assert (batch.status, batch.attempts, Call.objects.count()) == ("done", 1, 3)
