@@ -508,13 +508,7 @@ def _parts(rows: Iterator[tuple[dict, dict]], sizes: Iterator[int], max_bytes: i
 
 def span_parts(message: ExportTraceServiceRequest, max_bytes: int) -> Iterator[list[tuple[dict, dict]]]:
     """``spans(message)`` in parts of consecutive spans of at most ``max_bytes`` encoded (or one span)."""
-    sizes = (
-        span.ByteSize()
-        for resource_spans in message.resource_spans
-        for scope_spans in resource_spans.scope_spans
-        for span in scope_spans.spans
-    )
-    return _parts(spans(message), sizes, max_bytes)
+    return _parts(spans(message), (span.ByteSize() for span in _each_span(message)), max_bytes)
 
 
 def log_parts(message: ExportLogsServiceRequest, max_bytes: int) -> Iterator[list[tuple[dict, dict]]]:
@@ -530,12 +524,14 @@ def log_parts(message: ExportLogsServiceRequest, max_bytes: int) -> Iterator[lis
 
 def trace_ids(message: ExportTraceServiceRequest) -> set[str]:
     """The traces a stored traces request has spans of."""
-    return {
-        span.trace_id.hex()
-        for resource_spans in message.resource_spans
-        for scope_spans in resource_spans.scope_spans
-        for span in scope_spans.spans
-    }
+    return {span.trace_id.hex() for span in _each_span(message)}
+
+
+def _each_span(message: ExportTraceServiceRequest) -> Iterator:
+    """The request's spans, in the order ``spans`` yields their rows."""
+    for resource_spans in message.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            yield from scope_spans.spans
 
 
 def log_records(message: ExportLogsServiceRequest) -> Iterator[tuple[dict, dict]]:
