@@ -4,7 +4,7 @@ linear in the text, whatever the text (a pattern that backtracks is a denial of 
 import time
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from ingest.redact import (
@@ -21,14 +21,17 @@ REDACTOR = Redactor.from_patterns(DEFAULT_PATTERNS)
 # Characters the default patterns care about, so repeated units walk into their partial matches.
 ALPHABET = "aZ09._%+-@ \t/=~_é" + "skrpantproj-AKIAghpxoxbBearer"
 SIZE = 200_000
+# The time a mask takes is this thread's CPU time: a linear pattern needs milliseconds and a backtracking
+# one minutes, while wall time also counts the seconds a busy CI machine may pause the process for.
+cpu_seconds = time.thread_time
 
 
 def seconds_to_mask(text: str) -> float:
-    started = time.perf_counter()
+    started = cpu_seconds()
     with bounded(60):
         REDACTOR.mask(text)
         REDACTOR.might_match(text.encode())
-    return time.perf_counter() - started
+    return cpu_seconds() - started
 
 
 @budget(60, deadline_ms=30_000, deep=1_000)
@@ -51,9 +54,9 @@ def test_a_project_that_kept_the_old_email_pattern_gets_the_linear_one():
     old = r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b"
     redactor = Redactor.from_patterns([("email", old)])
     assert redactor.mask("mail jane.doe@example.com now") == "mail [REDACTED:email] now"
-    started = time.perf_counter()
+    started = cpu_seconds()
     redactor.mask("a." * 100_000)
-    assert time.perf_counter() - started < 3
+    assert cpu_seconds() - started < 3
 
 
 def test_emails_are_still_masked_where_they_were():
@@ -83,6 +86,8 @@ def _grow(children):
     pattern=st.recursive(_ATOMS, _grow, max_leaves=10).flatmap(lambda p: st.sampled_from([p, f"{p}a"])),
     unit=st.text(alphabet="ac a", min_size=1, max_size=8),
 )
+# CI's seed found it taking 3.4 s of wall time once, and 0.3 s on every try after.
+@example(pattern=r"(?:(?:(?:(?:$|\pL))+)*)*a", unit=" ac ")
 def test_any_pattern_a_project_may_save_masks_a_request_within_its_budget(pattern, unit):
     try:
         redactor = Redactor.from_patterns([("own", pattern)])
@@ -93,9 +98,10 @@ def test_any_pattern_a_project_may_save_masks_a_request_within_its_budget(patter
     text = unit * (SIZE // len(unit))
     allowed = Budget.for_size(len(text))
     limit = BUDGET_SECONDS + BUDGET_SECONDS_PER_MB * len(text) / 1_000_000
-    started = time.perf_counter()
+    started = cpu_seconds()
     with bounded(60):
         masked = redactor.mask(text, allowed)
-    # Past the budget the string is masked whole; one window's search may run over it, briefly.
-    assert time.perf_counter() - started < limit + 2, f"masking with {pattern!r} is too slow"
+    # Past the budget the string is masked whole; one window's search may run over it, briefly. The
+    # budget is wall time, so a paused process ends up masked whole, which the line after checks.
+    assert cpu_seconds() - started < limit + 2, f"masking with {pattern!r} is too slow"
     assert masked == "[REDACTED:time_limit]" or not allowed.exceeded
