@@ -4,3 +4,7 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxview.settings")
 application = get_wsgi_application()
+
+from ctxview.preload import load_request_path  # noqa: E402  (needs the settings configured above)
+
+load_request_path()
