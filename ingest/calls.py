@@ -95,16 +95,28 @@ def interpret_spans(batch: Batch, rows: list[tuple[dict, dict]]) -> tuple[list[C
     return records, operations
 
 
+def save_texts(batch: Batch, records: list[CallRecord]) -> dict[str, str]:
+    """Store the records' texts (each once per project); returns those stored now, by hash.
+
+    Texts depend on no other batch, so a batch stores them before it waits for the others of its traces
+    (a text of a call that turns out stored already, or a duplicate, was stored with that call)."""
+    if not batch.keep_content:
+        return {}
+    return save_contents(batch, [item for record in records for item in record.items])
+
+
 def save(
     batch: Batch,
     records: list[CallRecord],
     operations: list[dict],
     traces: Iterable[str] = (),
+    texts: dict[str, str] | None = None,
     wait: bool = True,
 ) -> set[int]:
     """Write new calls (a call already stored is left alone) and operations, then number the runs.
 
-    ``traces``: every trace the batch has spans of (any span may link a call to its agent).
+    ``traces``: every trace the batch has spans of (any span may link a call to its agent). ``texts``:
+    what ``save_texts`` stored of these records (else their texts are stored here).
     Returns the ids of the runs whose calls changed and are not analysed yet (to be analysed).
     Raises ``Busy`` (``wait`` off) if another batch holds one of its runs."""
     project_id = batch.project_id
@@ -120,8 +132,8 @@ def save(
     linked = agent_sessions.runs_of(project_id, agent_traces | agent_sessions.with_agents(project_id, traces))
     runs = _locked_runs(batch, new, operations, {call.run_id for call in replaced} | linked, wait)
     renumber = _remove_replaced(runs, replaced)
-    items = [item for record in new for item in record.items]
-    texts = save_contents(batch, items) if batch.keep_content else {}
+    if texts is None:
+        texts = save_texts(batch, new)
     Operation.objects.bulk_create(
         [Operation(project_id=project_id, **operation) for operation in operations],
         ignore_conflicts=True,

@@ -87,11 +87,16 @@ def _store(batch: RawBatch, wait: bool = True) -> set[int]:
             claimed = False
             for part in _decoded(otlp.span_parts(message, PART_BYTES)):
                 records, operations = calls.interpret_spans(scope, part)
-                if not claimed:  # interpreted while another batch of its traces may still be writing
+                # Interpreted, and what depends on no other batch written, while another batch of its
+                # traces may still be writing: the more done before waiting, the less a worker waits.
+                _insert_spans(batch, part)
+                texts = calls.save_texts(scope, records)
+                if not claimed:
                     if not calls.claim_traces(traces, wait):
                         raise calls.Busy("a trace of the batch is being stored by another")
                     claimed = True
-                runs |= _store_spans(batch, scope, part, records, operations, traces, wait)
+                runs |= calls.save(scope, records, operations, traces=traces, texts=texts, wait=wait)
+                runs |= session_calls.refresh(scope, "spans", [row for _, row in part])
         else:
             for part in _decoded(otlp.log_parts(message, PART_BYTES)):
                 runs |= _store_log_records(batch, scope, part)
@@ -112,17 +117,13 @@ def _common(batch: RawBatch) -> dict:
     return {"project_id": batch.project_id, "batch_id": batch.id, "received_at": batch.received_at}
 
 
-def _store_spans(
-    batch: RawBatch, scope: Batch, rows: list, records: list, operations: list, traces: set[str], wait: bool
-) -> set[int]:
+def _insert_spans(batch: RawBatch, rows: list) -> None:
     """Write interpreted spans (interpreting moved model calls' content out of the rows, into items)."""
     resource_ids = _resource_ids(batch.project_id, [resource for resource, _ in rows])
     common = _common(batch)
     insert_rows(
         Span, [{"resource_id": resource_ids[id(resource)], **common, **row} for resource, row in rows]
     )
-    runs = calls.save(scope, records, operations, traces=traces, wait=wait)
-    return runs | session_calls.refresh(scope, "spans", [row for _, row in rows])
 
 
 def _store_log_records(batch: RawBatch, scope: Batch, rows: list) -> set[int]:
