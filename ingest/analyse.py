@@ -167,9 +167,36 @@ def config_for(project) -> AnalysisConfig:
 ANALYSIS_FIELDS = ["analysed_seq", "analysis_state", "accounting"]
 
 
+class AnalysisWrites:
+    """What analysing runs writes besides their calls and runs: gathered, then written with one
+    statement per table (a batch's runs each wrote their own: a third of a batch's statements)."""
+
+    def __init__(self) -> None:
+        self.forgotten: list[tuple[int, int]] = []  # (run id, after): findings to delete first
+        self.findings: list[dict] = []
+        self.checkpoints: list[AnalysisCheckpoint] = []
+
+    def forget_findings_after(self, run: Run, after: int) -> None:
+        """Findings of calls after ``after``, and the run-level ones: the analysis writes them anew."""
+        self.forgotten.append((run.id, after))
+
+    def flush(self) -> None:
+        if self.forgotten:
+            stale = Q()
+            for run_id, after in self.forgotten:
+                stale |= Q(run_id=run_id) & (Q(call_seq__gt=after) | Q(call_seq__isnull=True))
+            Finding.objects.filter(stale).delete()
+        insert_rows(Finding, self.findings, on_conflict="fail")
+        AnalysisCheckpoint.objects.bulk_create(
+            self.checkpoints, update_conflicts=True, unique_fields=["run", "seq"], update_fields=["state"]
+        )
+        self.forgotten, self.findings, self.checkpoints = [], [], []
+
+
 def _analyse_from(run: Run, after: int, state: dict) -> int:
     config = config_for(run.project)
-    _forget_findings_after(run, after)
+    writes = AnalysisWrites()
+    writes.forget_findings_after(run, after)
     analysed = 0
     previous = run.calls.filter(seq=after).first() if after else None
     calls = run.calls.filter(seq__gt=after, seq__isnull=False).order_by("seq")
@@ -178,20 +205,23 @@ def _analyse_from(run: Run, after: int, state: dict) -> int:
         chunk = list(calls.filter(seq__gt=after)[:CHUNK])
         if not chunk:
             break
-        state = _analyse_chunk(run, chunk, state, previous, cache, config)
+        state = _analyse_chunk(run, chunk, state, previous, cache, config, writes)
+        writes.flush()
         update_rows(Call, chunk, ["analysis", "window_total"])
         analysed += len(chunk)
         previous, after = chunk[-1], chunk[-1].seq
-    _finish(run, after, state, config)
+    _finish(run, after, state, config, writes)
+    writes.flush()
     run.save(update_fields=ANALYSIS_FIELDS)
     return analysed
 
 
-def analyse_appended(run: Run, calls: list[Call], texts: dict[str, str]) -> bool:
+def analyse_appended(run: Run, calls: list[Call], texts: dict[str, str], writes: AnalysisWrites) -> bool:
     """Analyse calls that a batch appends to a run, before they are stored; False if it cannot.
 
     The caller holds the run's lock, has numbered ``calls`` (in order, right after the run's last
-    call) and stores them with the ``analysis`` set here, then saves the run's ``ANALYSIS_FIELDS``.
+    call) and stores them with the ``analysis`` set here, then saves the run's ``ANALYSIS_FIELDS``
+    and flushes ``writes`` (the findings and checkpoints of every run it analysed so).
     ``texts``: content this batch stored (what the database now holds for those hashes), so they
     are not read back. It cannot when the run's analysis lags behind or its state is from another
     version of the analyses: then nothing is changed and ``analyse_run`` catches the run up."""
@@ -202,25 +232,26 @@ def analyse_appended(run: Run, calls: list[Call], texts: dict[str, str]) -> bool
     if state.get("schema") != STATE_SCHEMA:
         return False
     config = config_for(run.project)
-    _forget_findings_after(run, after)
+    writes.forget_findings_after(run, after)
     cache = ContentCache(run.project_id)
     cache.add(texts)
     for start in range(0, len(calls), CHUNK):
-        state = _analyse_chunk(run, calls[start : start + CHUNK], state, None, cache, config)
-    _finish(run, calls[-1].seq, state, config)
+        state = _analyse_chunk(run, calls[start : start + CHUNK], state, None, cache, config, writes)
+    _finish(run, calls[-1].seq, state, config, writes)
     return True
 
 
-def _forget_findings_after(run: Run, after: int) -> None:
-    """Findings of calls after ``after``, and the run-level ones: the analysis writes them anew."""
-    Finding.objects.filter(Q(call_seq__gt=after) | Q(call_seq__isnull=True), run=run).delete()
-
-
 def _analyse_chunk(
-    run: Run, chunk: list[Call], state: dict, previous: Call | None, cache: ContentCache, config
+    run: Run,
+    chunk: list[Call],
+    state: dict,
+    previous: Call | None,
+    cache: ContentCache,
+    config,
+    writes: AnalysisWrites,
 ) -> dict:
     """Analyse ``chunk`` (consecutive calls after ``state``), setting each call's ``analysis`` and
-    storing its findings and checkpoints; returns the state after the chunk."""
+    adding its findings and checkpoints to ``writes``; returns the state after the chunk."""
     inputs = [call_input(call, {}) for call in chunk]
     # Prefetch what the chunk will most likely need (what changes from an agent's call to its next), in
     # one query.
@@ -236,28 +267,23 @@ def _analyse_chunk(
             likely |= mine ^ reference
         before[entry.agent] = [mine]
     cache.fetch(likely)
-    findings = []
-    checkpoints = []
     for call, entry in zip(chunk, inputs, strict=True):
         contents = cache.contents_for(call, state, entry.agent)
         result, state = analyse_call(state, replace(entry, contents=contents), config)
         outcome = result.to_dict()
         call.analysis = {key: outcome[key] for key in ("buckets", "cache", "conflicts")}
         call.window_total = outcome["buckets"].get("total")
-        findings += [_finding(run, finding) for finding in outcome["findings"]]
+        writes.findings += [_finding(run, finding) for finding in outcome["findings"]]
         if call.seq % CHECKPOINT_EVERY == 0:
-            checkpoints.append(AnalysisCheckpoint(run=run, seq=call.seq, state=pack(state)))
-    insert_rows(Finding, findings, on_conflict="fail")
-    AnalysisCheckpoint.objects.bulk_create(
-        checkpoints, update_conflicts=True, unique_fields=["run", "seq"], update_fields=["state"]
-    )
+            writes.checkpoints.append(AnalysisCheckpoint(run=run, seq=call.seq, state=pack(state)))
     return state
 
 
-def _finish(run: Run, last_seq: int, state: dict, config: AnalysisConfig) -> None:
-    """Run-level findings and accounting after the run's last analysed call; the caller saves the run."""
+def _finish(run: Run, last_seq: int, state: dict, config: AnalysisConfig, writes: AnalysisWrites) -> None:
+    """Run-level findings and accounting after the run's last analysed call; the caller saves the run
+    and flushes ``writes``."""
     final = finalise_run(state, config)
-    insert_rows(Finding, [_finding(run, finding) for finding in final["findings"]], on_conflict="fail")
+    writes.findings += [_finding(run, finding) for finding in final["findings"]]
     run.analysed_seq = last_seq
     run.analysis_state = pack(state)
     run.accounting = final["accounting"]

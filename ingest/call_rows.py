@@ -50,8 +50,8 @@ def content_fields(record: CallRecord) -> dict:
 _CALL_FIELDS = Call._meta.concrete_fields
 
 
-def new_call(batch: Batch, run_id: int, record: CallRecord) -> Call:
-    """The (unsaved, unnumbered) call of a record, in run ``run_id``."""
+def new_call(batch: Batch, run_id: int | None, record: CallRecord) -> Call:
+    """The (unsaved, unnumbered) call of a record, in run ``run_id`` (None: set once it is known)."""
     values = {
         "project_id": batch.project_id,
         "run_id": run_id,

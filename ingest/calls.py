@@ -13,10 +13,11 @@ from collections.abc import Iterable
 
 from django.db import OperationalError
 from django.db.models import Q
+from django.utils import timezone
 
 from ingest import agent_sessions, itemlists, normalise
-from ingest.analyse import ANALYSIS_FIELDS, analyse_appended
-from ingest.bulk import insert_rows
+from ingest.analyse import ANALYSIS_FIELDS, AnalysisWrites, analyse_appended
+from ingest.bulk import insert_rows, update_rows
 from ingest.call_rows import Batch, call_row, new_call
 from ingest.contents import BatchTokens, save_contents
 from ingest.dedup import without_duplicates
@@ -105,18 +106,38 @@ def save_texts(batch: Batch, records: list[CallRecord]) -> dict[str, str]:
     return save_contents(batch, [item for record in records for item in record.items])
 
 
+# The call built for each record before its run is known, by the record's id (with the record: an id
+# is only unique while its object lives).
+BuiltCalls = dict[int, tuple[CallRecord, Call]]
+
+
+def build_calls(batch: Batch, records: list[CallRecord]) -> BuiltCalls:
+    """The records' calls, with no run yet: built before the batch waits for the others of its traces."""
+    return {id(record): (record, new_call(batch, None, record)) for record in records}
+
+
+def _call_of(built: BuiltCalls, batch: Batch, run_id: int, record: CallRecord) -> Call:
+    made = built.get(id(record))
+    if made is None or made[0] is not record:  # not built, or a record that dedup rewrote (its notes)
+        return new_call(batch, run_id, record)
+    made[1].run_id = run_id
+    return made[1]
+
+
 def save(
     batch: Batch,
     records: list[CallRecord],
     operations: list[dict],
     traces: Iterable[str] = (),
     texts: dict[str, str] | None = None,
+    built: BuiltCalls | None = None,
     wait: bool = True,
 ) -> set[int]:
     """Write new calls (a call already stored is left alone) and operations, then number the runs.
 
-    ``traces``: every trace the batch has spans of (any span may link a call to its agent). ``texts``:
-    what ``save_texts`` stored of these records (else their texts are stored here).
+    ``traces``: every trace the batch has spans of (any span may link a call to its agent). ``texts``
+    and ``built``: what ``save_texts`` stored and ``build_calls`` built of these records, before the
+    batch waited (else done here).
     Returns the ids of the runs whose calls changed and are not analysed yet (to be analysed).
     Raises ``Busy`` (``wait`` off) if another batch holds one of its runs."""
     project_id = batch.project_id
@@ -147,7 +168,7 @@ def save(
     calls_of: dict[int, list[Call]] = defaultdict(list)
     for record in new:
         run = runs[record.run_key]
-        calls_of[run.id].append(new_call(batch, run.id, record))
+        calls_of[run.id].append(_call_of(built or {}, batch, run.id, record))
     # Agents and sessions first: a call of a child run moves to its session's run before it is numbered.
     every_call = [call for calls in calls_of.values() for call in calls]
     renumber |= agent_sessions.resolve(project_id, traces, every_call, runs)
@@ -156,6 +177,7 @@ def save(
         calls_of[call.run_id].append(call)
     invocations = agent_invocations(project_id, every_call)
     late_runs, analysed = [], set()
+    writes = AnalysisWrites()
     for run in sorted(runs.values(), key=lambda run: run.id):
         calls = sorted(calls_of[run.id], key=lambda call: (call.start_ns, call.span_id))
         if run.id in renumber or (calls and before_last(run, calls[0])):
@@ -163,19 +185,28 @@ def save(
         elif calls:
             state = number(state_of(run), calls, invocations)
             remember(run, calls, state, appended=True)
-            if analyse_appended(run, calls, texts):
+            if analyse_appended(run, calls, texts, writes):
                 analysed.add(run.id)
     # A call stored meanwhile by another worker fails the batch (IntegrityError): it is retried, and
     # then sees that call; skipping it would count its usage in the run's totals twice.
     itemlists.store(project_id, every_call)
     insert_rows(Call, [call_row(call) for calls in calls_of.values() for call in calls], on_conflict="fail")
+    writes.flush()
     _add_to_totals(runs, every_call)
-    for run in runs.values():
-        if run in late_runs:
-            number_calls(run, renumber=True)
-        else:
-            run.save(update_fields=RUN_FIELDS + (ANALYSIS_FIELDS if run.id in analysed else []))
+    for run in late_runs:
+        number_calls(run, renumber=True)
+    _save_runs([run for run in runs.values() if run not in late_runs], analysed)
     return {run.id for run in runs.values() if run.id not in analysed}
+
+
+def _save_runs(runs: list[Run], analysed: set[int]) -> None:
+    """Save the runs' fields (and the analysis's, for those ``analysed``): one statement for each kind,
+    not one per run."""
+    now = timezone.now()
+    for run in runs:
+        run.updated_at = now  # what Run.save does for its auto_now field
+    update_rows(Run, [run for run in runs if run.id in analysed], RUN_FIELDS + ANALYSIS_FIELDS)
+    update_rows(Run, [run for run in runs if run.id not in analysed], RUN_FIELDS)
 
 
 def _remove_replaced(runs: dict[str, Run], calls: list[Call]) -> set[int]:

@@ -91,11 +91,14 @@ def _store(batch: RawBatch, wait: bool = True) -> set[int]:
                 # traces may still be writing: the more done before waiting, the less a worker waits.
                 _insert_spans(batch, part)
                 texts = calls.save_texts(scope, records)
+                built = calls.build_calls(scope, records)
                 if not claimed:
                     if not calls.claim_traces(traces, wait):
                         raise calls.Busy("a trace of the batch is being stored by another")
                     claimed = True
-                runs |= calls.save(scope, records, operations, traces=traces, texts=texts, wait=wait)
+                runs |= calls.save(
+                    scope, records, operations, traces=traces, texts=texts, built=built, wait=wait
+                )
                 runs |= session_calls.refresh(scope, "spans", [row for _, row in part])
         else:
             for part in _decoded(otlp.log_parts(message, PART_BYTES)):
