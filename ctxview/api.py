@@ -129,7 +129,8 @@ def runs(request: HttpRequest, projects: QuerySet[Project]) -> JsonResponse:
     for name in ("since", "until"):
         terms[name] = time_param(request.GET, name, zone_required=True)
     queryset = search_runs(projects.values("id"), terms).select_related("project")
-    if cursor := request.GET.get("cursor"):
+    # Present but empty is refused, as the schema's pattern says (and as for the other parameters).
+    if (cursor := request.GET.get("cursor")) is not None:
         started_at, run_id = _decode_cursor(cursor)
         queryset = queryset.filter(started_at__lte=started_at).exclude(started_at=started_at, id__gte=run_id)
     page = list(queryset.order_by("-started_at", "-id")[: limit + 1])
