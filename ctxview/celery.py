@@ -15,7 +15,7 @@ app.autodiscover_tasks()
 @signals.worker_init.connect
 def preload(**kwargs) -> None:
     """Load in the worker's main process what every task needs, before the pool forks: pool processes
-    share it instead of each loading it on its first task (the tokenizer alone takes ~0.1 s)."""
+    share it instead of each loading it on its first task (the tokenizer alone takes ~0.3 s)."""
     import ingest.store  # noqa: F401  (and with it normalisation, the analyses, the models)
     from ingest import tokens
 
