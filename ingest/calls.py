@@ -118,7 +118,7 @@ def build_calls(batch: Batch, records: list[CallRecord]) -> BuiltCalls:
 
 def _call_of(built: BuiltCalls, batch: Batch, run_id: int, record: CallRecord) -> Call:
     made = built.get(id(record))
-    if made is None or made[0] is not record:  # not built, or a record that dedup rewrote (its notes)
+    if made is None or made[0] is not record:  # a record that dedup rewrote (its notes): built anew
         return new_call(batch, run_id, record)
     made[1].run_id = run_id
     return made[1]
@@ -128,16 +128,16 @@ def save(
     batch: Batch,
     records: list[CallRecord],
     operations: list[dict],
-    traces: Iterable[str] = (),
-    texts: dict[str, str] | None = None,
-    built: BuiltCalls | None = None,
+    traces: Iterable[str],
+    texts: dict[str, str],
+    built: BuiltCalls,
     wait: bool = True,
 ) -> set[int]:
     """Write new calls (a call already stored is left alone) and operations, then number the runs.
 
     ``traces``: every trace the batch has spans of (any span may link a call to its agent). ``texts``
     and ``built``: what ``save_texts`` stored and ``build_calls`` built of these records, before the
-    batch waited (else done here).
+    batch waited.
     Returns the ids of the runs whose calls changed and are not analysed yet (to be analysed).
     Raises ``Busy`` (``wait`` off) if another batch holds one of its runs."""
     project_id = batch.project_id
@@ -153,8 +153,6 @@ def save(
     linked = agent_sessions.runs_of(project_id, agent_traces | agent_sessions.with_agents(project_id, traces))
     runs = _locked_runs(batch, new, operations, {call.run_id for call in replaced} | linked, wait)
     renumber = _remove_replaced(runs, replaced)
-    if texts is None:
-        texts = save_texts(batch, new)
     Operation.objects.bulk_create(
         [Operation(project_id=project_id, **operation) for operation in operations],
         ignore_conflicts=True,
@@ -168,7 +166,7 @@ def save(
     calls_of: dict[int, list[Call]] = defaultdict(list)
     for record in new:
         run = runs[record.run_key]
-        calls_of[run.id].append(_call_of(built or {}, batch, run.id, record))
+        calls_of[run.id].append(_call_of(built, batch, run.id, record))
     # Agents and sessions first: a call of a child run moves to its session's run before it is numbered.
     every_call = [call for calls in calls_of.values() for call in calls]
     renumber |= agent_sessions.resolve(project_id, traces, every_call, runs)
