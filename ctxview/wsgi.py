@@ -2,6 +2,10 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
+from ctxview.malloc import return_large_blocks
+
+# Before gunicorn's master forks its workers, and before their threads start.
+return_large_blocks()
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxview.settings")
 application = get_wsgi_application()
 

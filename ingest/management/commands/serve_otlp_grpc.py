@@ -6,6 +6,7 @@ import threading
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from ctxview.malloc import return_large_blocks
 from ingest import grpc_receiver
 
 # In-flight requests get this long to finish (and commit) after SIGTERM; new ones are refused.
@@ -24,6 +25,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, bind: str | None, threads: int | None, **options):
+        return_large_blocks()  # before the server's threads start
         bind = bind or settings.CTXVIEW_GRPC_BIND
         threads = threads or settings.CTXVIEW_GRPC_THREADS
         try:
