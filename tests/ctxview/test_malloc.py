@@ -29,9 +29,7 @@ libc.free(block)
 
 
 def mmapped_after_a_large_free(setting: str) -> int:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, setting], capture_output=True, text=True, check=True
-    )
+    done = subprocess.run([sys.executable, "-c", PROBE, setting], capture_output=True, text=True, check=True)
     return int(done.stdout)
 
 
