@@ -174,6 +174,11 @@ class LoadResult:
     # Samples of the server's database sessions while the load drains: (waiting on a lock, active).
     sessions: list[tuple[int, int]] = field(default_factory=list)
     machine_busy: float | None = None  # the share of all cores busy (anything) from first POST to done
+    # While the load drains (from the last POST answered until done): seconds, the server's CPU seconds
+    # (web, workers, PostgreSQL backends) and the share of all cores busy with anything.
+    drain_s: float | None = None
+    drain_cpu_s: float | None = None
+    drain_machine_busy: float | None = None
 
     @property
     def done_s(self) -> float | None:
@@ -241,17 +246,25 @@ def timed_load(
         poller.start()
         post = post_all_grpc if protocol == "grpc" else post_all
         result.posted = post(url, key, bodies, spans, clients, use_gzip)
+        posted_at = time.perf_counter() - started
+        cores_posted = core_times()
+        cpu_posted = sampler.server_cpu_seconds()
         expected[0] = result.posted.accepted_spans
         posting_done.set()
         poller.join()
         stop.set()
         busy, idle = (after - before for after, before in zip(core_times(), cores_before, strict=True))
         result.machine_busy = busy / (busy + idle) if busy + idle else None
+        busy, idle = (after - before for after, before in zip(core_times(), cores_posted, strict=True))
+        result.drain_machine_busy = busy / (busy + idle) if busy + idle else None
+    result.drain_cpu_s = sampler.server_cpu_seconds() - cpu_posted
     result.memory = sampler.peaks
     result.pss_kib = sampler.pss_peak_kib
     result.stored_s = reached.get("stored")
     result.normalised_s = reached.get("normalised")
     result.analysed_s = reached.get("analysed")
+    if result.done_s is not None:
+        result.drain_s = result.done_s - posted_at
     result.load_after = os.getloadavg()[0]
     result.notes += [f"progress query failed {count}x: {error}" for error, count in failed.items()]
     if result.posted.failures:
@@ -377,6 +390,7 @@ LOAD_HEADER = (
     "PSS MiB web+worker",
     "CPU ms/span web+worker+pg",
     "CPU busy web+worker+pg (machine)",
+    "CPU busy while draining web+worker+pg (machine)",
     "DB sessions per worker: lock-wait/active",
     "load avg",
 )
@@ -403,6 +417,16 @@ def cpu_busy(result: LoadResult) -> str:
         return "-"
     machine = f" ({100 * result.machine_busy:.0f}%)" if result.machine_busy is not None else ""
     return f"{100 * sum(parts) / (done * (os.cpu_count() or 1)):.0f}%{machine} of {os.cpu_count()} cores"
+
+
+def drain_busy(result: LoadResult) -> str:
+    """As ``cpu_busy``, from the last POST answered until the load was done: the load's client is idle
+    then, and what keeps the cores from being busy is the server alone."""
+    if not result.drain_s or result.drain_s <= 0 or result.drain_cpu_s is None:
+        return "-"
+    cores = os.cpu_count() or 1
+    machine = f" ({100 * result.drain_machine_busy:.0f}%)" if result.drain_machine_busy is not None else ""
+    return f"{100 * result.drain_cpu_s / (result.drain_s * cores):.0f}%{machine} over {result.drain_s:.1f} s"
 
 
 def session_waits(result: LoadResult) -> str:
@@ -436,6 +460,7 @@ def load_row(result: LoadResult) -> tuple[str, ...]:
         f"{result.pss_kib / 1024:.0f}" if result.pss_kib else "-",
         cpu_per_span(result),
         cpu_busy(result),
+        drain_busy(result),
         session_waits(result),
         f"{result.load_before:.1f}->{result.load_after:.1f}",
     )

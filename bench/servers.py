@@ -158,6 +158,7 @@ class MemorySampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._cpu_at_start: dict[int, float] = {}
+        self._lock = threading.Lock()  # sample() from the thread and from server_cpu_seconds()
 
     def sample(self) -> None:
         now = processes(self.groups)
@@ -176,7 +177,16 @@ class MemorySampler:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
+            with self._lock:
+                self.sample()
+
+    def server_cpu_seconds(self) -> float:
+        """CPU time of the web, worker and PostgreSQL groups since the start, sampled now."""
+        with self._lock:
             self.sample()
+            return sum(
+                self.peaks[name].cpu_seconds for name in ("web", "worker", "postgres") if name in self.peaks
+            )
 
     def __enter__(self) -> "MemorySampler":
         self._first = True  # CPU already used by processes alive now is not the load's
