@@ -35,24 +35,23 @@ def insert_rows(
     table = model._meta.db_table
     staging = f"{table}_staging"
     columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
-    json_fields = {field.attname for field in fields if field.get_internal_type() == "JSONField"}
-    packed = {field.attname: field for field in fields if getattr(field, "packs_value", False)}
-    defaults = {field.attname: field.get_default() for field in fields}
+    # Each column: its row key, its default and how its value is written (None: as it is). Worked out
+    # once per statement, not once per value: a batch's calls are ~40 columns by hundreds of rows.
+    specs = [(field.attname, field.get_default(), _writer(field)) for field in fields]
 
-    def value(row: dict, name: str):
-        value = row.get(name, defaults[name])
-        if name in packed:
-            return packed[name].get_prep_value(value)
-        # JSON as text for the jsonb columns; None stays SQL NULL, as the ORM stores it.
-        return _json(value) if name in json_fields and value is not None else value
+    def values(row: dict) -> list:
+        get = row.get
+        return [
+            get(name, default) if write is None else write(get(name, default))
+            for name, default, write in specs
+        ]
 
-    names = list(defaults)
     with connection.cursor() as cursor, connection.wrap_database_errors:
         if on_conflict == "fail" and not returning:
             # Straight into the table, in the given order: a taken unique key fails the whole COPY.
             with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
                 for row in rows:
-                    copy.write_row([value(row, name) for name in names])
+                    copy.write_row(values(row))
             return []
         # One per session; ON COMMIT DELETE ROWS empties it at each commit without a new file.
         cursor.execute(
@@ -61,7 +60,7 @@ def insert_rows(
         )
         with cursor.cursor.copy(f"COPY {staging} (ordinal, {columns}) FROM STDIN") as copy:
             for ordinal, row in enumerate(rows):
-                copy.write_row([ordinal, *(value(row, name) for name in names)])
+                copy.write_row([ordinal, *values(row)])
         # In the given order, as the ORM inserted them: ids break ties of equal times downstream.
         conflict = " ON CONFLICT DO NOTHING" if on_conflict == "skip" else ""
         returned = f" RETURNING {connection.ops.quote_name(returning)}" if returning else ""
@@ -73,6 +72,20 @@ def insert_rows(
         # Rows of an earlier batch in the same transaction (tests, a caller's atomic block) must go too.
         cursor.execute(f"DELETE FROM {staging}")
     return inserted
+
+
+def _writer(field: models.Field):
+    """How ``insert_rows`` writes a column's value: packed, as JSON text, or as it is (None)."""
+    if getattr(field, "packs_value", False):
+        return field.get_prep_value
+    if field.get_internal_type() == "JSONField":
+        # JSON as text for the jsonb columns; None stays SQL NULL, as the ORM stores it.
+        return _json_or_null
+    return None
+
+
+def _json_or_null(value) -> str | None:
+    return None if value is None else _json(value)
 
 
 def _json(value) -> str:
