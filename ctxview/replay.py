@@ -17,8 +17,9 @@ from ctxcore.analysis import CallInput
 from ctxcore.replay import Policy, Probe, cheapest_keeping_all, parse, replay, standing_probes, text_hits
 from ctxcore.replay.policies import Slot, is_replayed
 from ctxcore.replay.probes import MAX_PROBE_LENGTH, PROBE_KINDS
+from ctxcore.vocabulary import ItemReader
 from ctxview.models import Probe as ProbeRow
-from ingest.analyse import call_input, config_for
+from ingest.analyse import CALL_INPUT_FIELDS, call_input, config_for
 from ingest.models import Content, Run
 
 MAX_PROBES = 20
@@ -57,15 +58,11 @@ def clean_probe(kind: object, value: object) -> tuple[str, str]:
 def run_calls(run: Run, up_to_seq: int | None = None) -> list[CallInput]:
     """The run's numbered calls in order (up to ``up_to_seq``), as the analyses read them (without
     content)."""
-    fields = (
-        "seq turn start_ns end_ns request_model response_model provider uncached cache_write cache_read "
-        "output reasoning prompt_total usage_raw item_list excluded manifest_source budget tool_calls "
-        "tool_definitions agent_name"
-    ).split()
     calls = run.calls.filter(seq__isnull=False)
     if up_to_seq is not None:
         calls = calls.filter(seq__lte=up_to_seq)
-    return [call_input(call) for call in calls.order_by("seq").only(*fields)]
+    read_item = ItemReader()
+    return [call_input(call, None, read_item) for call in calls.order_by("seq").only(*CALL_INPUT_FIELDS)]
 
 
 def run_probes(run: Run, calls: Sequence[CallInput]) -> list[dict]:

@@ -26,6 +26,7 @@ from ctxcore.analysis import (
     new_state,
     table_from_rows,
 )
+from ctxcore.vocabulary import Item, ItemReader
 from ingest.bulk import insert_rows, update_rows
 from ingest.models import AnalysisCheckpoint, Call, Content, Finding, Run
 
@@ -65,8 +66,19 @@ def _start(run: Run) -> tuple[int, dict]:
     return checkpoint.seq, unpack(checkpoint.state)
 
 
-def call_input(call: Call, contents: dict[str, str] | None = None) -> CallInput:
-    """What the analyses read of a stored call (``contents``: hash -> text, where needed)."""
+# The fields of a stored call that ``call_input`` reads.
+CALL_INPUT_FIELDS = (
+    "seq turn start_ns end_ns request_model response_model provider uncached cache_write cache_read "
+    "output reasoning prompt_total usage_raw item_list excluded manifest_source budget tool_calls "
+    "tool_definitions agent_name"
+).split()
+
+
+def call_input(
+    call: Call, contents: dict[str, str] | None = None, read_item: ItemReader | None = None
+) -> CallInput:
+    """What the analyses read of a stored call (``contents``: hash -> text, where needed; ``read_item``:
+    a reader shared by the calls of one chunk, so items they share are read once)."""
     return CallInput.from_dict(
         {
             "seq": call.seq,
@@ -85,7 +97,8 @@ def call_input(call: Call, contents: dict[str, str] | None = None) -> CallInput:
             "tool_definitions": call.tool_definitions,
             "contents": contents or {},
             "agent": call.agent_name or None,
-        }
+        },
+        read_item or Item.from_dict,
     )
 
 
@@ -198,8 +211,10 @@ def _analyse_from(run: Run, after: int, state: dict) -> int:
     writes = AnalysisWrites()
     writes.forget_findings_after(run, after)
     analysed = 0
-    previous = run.calls.filter(seq=after).first() if after else None
-    calls = run.calls.filter(seq__gt=after, seq__isnull=False).order_by("seq")
+    # Only what the analysis reads: the stored analysis it replaces is not unpacked again.
+    stored = run.calls.only("run", *CALL_INPUT_FIELDS)
+    previous = stored.filter(seq=after).first() if after else None
+    calls = stored.filter(seq__gt=after, seq__isnull=False).order_by("seq")
     cache = ContentCache(run.project_id)
     while True:
         chunk = list(calls.filter(seq__gt=after)[:CHUNK])
@@ -252,7 +267,8 @@ def _analyse_chunk(
 ) -> dict:
     """Analyse ``chunk`` (consecutive calls after ``state``), setting each call's ``analysis`` and
     adding its findings and checkpoints to ``writes``; returns the state after the chunk."""
-    inputs = [call_input(call, {}) for call in chunk]
+    read_item = ItemReader()
+    inputs = [call_input(call, {}, read_item) for call in chunk]
     # Prefetch what the chunk will most likely need (what changes from an agent's call to its next), in
     # one query.
     likely: set[str] = set()

@@ -5,7 +5,7 @@
 (None = unknown, never 0), the raw usage attributes, exclusions, budget, tool calls and definitions.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,8 +40,11 @@ class CallInput:
     agent: str | None = None
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "CallInput":
-        """A call from the dict the database layer builds from ``ingest.models.Call``."""
+    def from_dict(
+        cls, data: Mapping[str, Any], read_item: Callable[[Mapping[str, Any], int], Item] = Item.from_dict
+    ) -> "CallInput":
+        """A call from the dict the database layer builds from ``ingest.models.Call``; ``read_item``
+        makes each item (an ``ItemReader``, to share the items of several calls)."""
         definitions = data.get("tool_definitions")
         return cls(
             seq=int(data["seq"]),
@@ -52,7 +55,7 @@ class CallInput:
             provider=str(data.get("provider") or ""),
             usage=Usage.from_dict(data.get("usage")),
             usage_raw=dict(data.get("usage_raw") or {}),
-            items=tuple(Item.from_dict(item, index) for index, item in enumerate(data.get("items") or ())),
+            items=tuple(read_item(item, index) for index, item in enumerate(data.get("items") or ())),
             excluded=tuple(Excluded.from_dict(entry) for entry in data.get("excluded") or ()),
             manifest_source=str(data.get("manifest_source") or "none"),
             budget=data.get("budget"),
