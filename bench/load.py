@@ -419,10 +419,14 @@ def cpu_busy(result: LoadResult) -> str:
     return f"{100 * sum(parts) / (done * (os.cpu_count() or 1)):.0f}%{machine} of {os.cpu_count()} cores"
 
 
+MIN_DRAIN_S = 1.0  # shorter, the share is that of a sampling interval or two
+
+
 def drain_busy(result: LoadResult) -> str:
     """As ``cpu_busy``, from the last POST answered until the load was done: the load's client is idle
-    then, and what keeps the cores from being busy is the server alone."""
-    if not result.drain_s or result.drain_s <= 0 or result.drain_cpu_s is None:
+    then, and what keeps the cores from being busy is the server alone. None when there was no such
+    time (the embedded mode answers a POST once its batch is processed)."""
+    if result.drain_s is None or result.drain_s < MIN_DRAIN_S or result.drain_cpu_s is None:
         return "-"
     cores = os.cpu_count() or 1
     machine = f" ({100 * result.drain_machine_busy:.0f}%)" if result.drain_machine_busy is not None else ""
