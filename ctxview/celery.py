@@ -16,7 +16,7 @@ app.autodiscover_tasks()
 def preload(**kwargs) -> None:
     """Load in the worker's main process what every task needs, before the pool forks: pool processes
     share it instead of each loading it on its first task (the tokenizer alone takes ~0.1 s)."""
-    from ctxview.malloc import return_large_blocks
+    from ingest.malloc import return_large_blocks
 
     return_large_blocks()  # inherited by the pool's processes
     import ingest.store  # noqa: F401  (and with it normalisation, the analyses, the models)

@@ -2,7 +2,7 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
-from ctxview.malloc import return_large_blocks
+from ingest.malloc import return_large_blocks
 
 # Before gunicorn's master forks its workers, and before their threads start.
 return_large_blocks()

@@ -6,8 +6,8 @@ import threading
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from ctxview.malloc import return_large_blocks
 from ingest import grpc_receiver
+from ingest.malloc import return_large_blocks
 
 # In-flight requests get this long to finish (and commit) after SIGTERM; new ones are refused.
 GRACE_SECONDS = 10

@@ -1,4 +1,4 @@
-"""ctxview.malloc: large freed blocks go back to the system, in the processes that call it."""
+"""ingest.malloc: large freed blocks go back to the system, in the processes that call it."""
 
 import subprocess
 import sys
@@ -7,7 +7,7 @@ import sys
 # then allocate 300 KiB and print whether it was mmapped (mallinfo2's count of mmapped blocks went up).
 PROBE = """
 import ctypes, ctypes.util, sys
-from ctxview.malloc import return_large_blocks
+from ingest.malloc import return_large_blocks
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in

@@ -1,4 +1,5 @@
 """Make glibc's malloc give large freed blocks back to the system, in the server's long-lived processes.
+No Django here.
 
 A batch is a few MiB of request body, decompressed protobuf and rows. glibc serves such blocks from
 mmap at first, but raises its mmap threshold each time one is freed (up to 32 MiB), so that the next
