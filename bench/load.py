@@ -26,7 +26,7 @@ from pathlib import Path
 
 import requests
 from payloads import BATCH_SIZE, build_batches, build_conversations, conversation_spans, span_counts
-from servers import Ctxview, MemorySampler, Peaks, Phoenix, throwaway_ctxview
+from servers import SERVER_GROUPS, Ctxview, MemorySampler, Peaks, Phoenix, throwaway_ctxview
 
 # --- Posting -------------------------------------------------------------------------------------
 
@@ -402,7 +402,7 @@ def cpu_per_span(result: LoadResult) -> str:
     if not spans:
         return "-"
     parts = [result.memory[name].cpu_seconds * 1000 / spans if name in result.memory else None
-             for name in ("web", "worker", "postgres")]  # fmt: skip
+             for name in SERVER_GROUPS]  # fmt: skip
     shown = "+".join(f"{part:.2f}" if part is not None else "-" for part in parts)
     return f"{sum(part or 0 for part in parts):.2f} ({shown})"
 
@@ -411,7 +411,7 @@ def cpu_busy(result: LoadResult) -> str:
     """The share of the machine's cores that the server's processes (web, workers, PostgreSQL backends)
     kept busy until the load was done; in brackets, the share busy with anything (the load's client too)."""
     done = result.done_s
-    names = ("web", "worker", "postgres")
+    names = SERVER_GROUPS
     parts = [result.memory[name].cpu_seconds for name in names if name in result.memory]
     if not done or not parts:
         return "-"

@@ -145,6 +145,10 @@ class Peaks:
         return f"{self.process_kib / 1024:.0f}/{self.total_kib / 1024:.0f}" if self.total_kib else "-"
 
 
+# The process groups whose CPU is the server's: web, workers and their PostgreSQL backends.
+SERVER_GROUPS = ("web", "worker", "postgres")
+
+
 @dataclass
 class MemorySampler:
     """Samples the processes of named groups in a thread: peak RSS, and CPU time since the start."""
@@ -184,9 +188,7 @@ class MemorySampler:
         """CPU time of the web, worker and PostgreSQL groups since the start, sampled now."""
         with self._lock:
             self.sample()
-            return sum(
-                self.peaks[name].cpu_seconds for name in ("web", "worker", "postgres") if name in self.peaks
-            )
+            return sum(self.peaks[name].cpu_seconds for name in SERVER_GROUPS if name in self.peaks)
 
     def __enter__(self) -> "MemorySampler":
         self._first = True  # CPU already used by processes alive now is not the load's

@@ -156,18 +156,15 @@ class ItemReader:
     per call. Items are frozen: one is safely shared by several calls' inputs."""
 
     def __init__(self) -> None:
-        # (id of the dict, position) -> (the dict, its item); the dict is kept so that its id is not
-        # reused by another while this reader lives.
+        # (id of the dict, position) -> (the dict, its item); keeping the dict keeps its id from being
+        # reused by another dict while this reader lives, so the id alone names it.
         self._read: dict[tuple[int, int], tuple[Mapping[str, Any], Item]] = {}
 
     def __call__(self, data: Mapping[str, Any], position: int) -> Item:
         key = (id(data), position)
-        found = self._read.get(key)
-        if found is not None and found[0] is data:
-            return found[1]
-        item = Item.from_dict(data, position)
-        self._read[key] = (data, item)
-        return item
+        if key not in self._read:
+            self._read[key] = (data, Item.from_dict(data, position))
+        return self._read[key][1]
 
 
 def expand(stored: Sequence[Mapping[str, Any]]) -> list[dict]:
