@@ -179,6 +179,7 @@ class LoadResult:
     drain_s: float | None = None
     drain_cpu_s: float | None = None
     drain_machine_busy: float | None = None
+    drain_client_cpu_s: float | None = None  # this process's CPU meanwhile (its poller and sampler)
 
     @property
     def done_s(self) -> float | None:
@@ -249,10 +250,12 @@ def timed_load(
         posted_at = time.perf_counter() - started
         cores_posted = core_times()
         cpu_posted = sampler.server_cpu_seconds()
+        client_posted = time.process_time()
         expected[0] = result.posted.accepted_spans
         posting_done.set()
         poller.join()
         stop.set()
+        result.drain_client_cpu_s = time.process_time() - client_posted
         busy, idle = (after - before for after, before in zip(core_times(), cores_before, strict=True))
         result.machine_busy = busy / (busy + idle) if busy + idle else None
         busy, idle = (after - before for after, before in zip(core_times(), cores_posted, strict=True))
@@ -390,7 +393,7 @@ LOAD_HEADER = (
     "PSS MiB web+worker",
     "CPU ms/span web+worker+pg",
     "CPU busy web+worker+pg (machine)",
-    "CPU busy while draining web+worker+pg (machine)",
+    "CPU busy while draining web+worker+pg (machine; bench)",
     "DB sessions per worker: lock-wait/active",
     "load avg",
 )
@@ -429,7 +432,10 @@ def drain_busy(result: LoadResult) -> str:
     if result.drain_s is None or result.drain_s < MIN_DRAIN_S or result.drain_cpu_s is None:
         return "-"
     cores = os.cpu_count() or 1
-    machine = f" ({100 * result.drain_machine_busy:.0f}%)" if result.drain_machine_busy is not None else ""
+    share = [f"{100 * result.drain_machine_busy:.0f}%"] if result.drain_machine_busy is not None else []
+    if result.drain_client_cpu_s is not None:  # the bench's poller and sampler, on the same cores
+        share.append(f"bench {100 * result.drain_client_cpu_s / (result.drain_s * cores):.0f}%")
+    machine = f" ({'; '.join(share)})" if share else ""
     return f"{100 * result.drain_cpu_s / (result.drain_s * cores):.0f}%{machine} over {result.drain_s:.1f} s"
 
 

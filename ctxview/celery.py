@@ -12,6 +12,18 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
+@signals.task_prerun.connect
+@signals.task_postrun.connect
+def close_old_connections(task=None, **kwargs) -> None:
+    """Around each task, as around a request: drop the connections past CONN_MAX_AGE or broken (with
+    CELERY_DB_REUSE_MAX, Celery no longer closes every one). Eager tasks run inside the caller's."""
+    if task is not None and getattr(task.request, "is_eager", False):
+        return
+    from django.db import close_old_connections as close
+
+    close()
+
+
 @signals.worker_init.connect
 def preload(**kwargs) -> None:
     """Load in the worker's main process what every task needs, before the pool forks: pool processes

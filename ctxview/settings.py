@@ -221,6 +221,11 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
     "interval_max": 0.2,
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery's Django fixup closes the database connection around every task, whatever CONN_MAX_AGE says
+# (celery/celery#4116, #9824): a new PostgreSQL backend per task, its catalog caches cold. It closes
+# them only every this many tasks; between, ctxview.celery closes what is obsolete or broken, as a
+# request does.
+CELERY_DB_REUSE_MAX = 1000
 CELERY_BEAT_SCHEDULE = {
     "sweep-pending-batches": {"task": "ingest.tasks.sweep_batches_task", "schedule": 60.0},
     "apply-retention": {"task": "ingest.tasks.apply_retention_task", "schedule": 3600.0},
