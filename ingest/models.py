@@ -1,6 +1,9 @@
 """Tenancy (projects, members, ingest keys) and the trace tables that ingest writes.
 
 ingest owns and writes these tables; the ctxview app only reads them.
+
+A foreign key with ``db_index=False`` leads a unique constraint or an index of its table already, which
+serves every lookup by it: a second index would only cost each insert of the hot tables.
 """
 
 from django.conf import settings
@@ -142,7 +145,7 @@ class Resource(models.Model):
 class Span(models.Model):
     """A span in generic form: what OTLP sent, nothing interpreted yet."""
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
     batch = models.ForeignKey(RawBatch, null=True, on_delete=models.SET_NULL, db_constraint=False)
     resource = models.ForeignKey(Resource, on_delete=models.CASCADE)
     trace_id = models.CharField(max_length=32)  # lower-case hex
@@ -214,7 +217,7 @@ class LogRecord(models.Model):
 class Run(models.Model):
     """One agent task or conversation, with totals and the state that numbers its next call."""
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs", db_index=False)
     key = models.CharField(max_length=200)
     key_source = models.CharField(max_length=60)  # which attribute named it, or "trace_id"
     service_name = models.CharField(max_length=200, blank=True)
@@ -394,8 +397,8 @@ class _CallIterable(models.query.ModelIterable):
 class Call(models.Model):
     """One model request, its normalised usage and its manifest (items in render order)."""
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="calls")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="calls", db_index=False)
     trace_id = models.CharField(max_length=32)
     span_id = models.CharField(max_length=16)
     parent_span_id = models.CharField(max_length=16, blank=True)
@@ -593,7 +596,7 @@ class Call(models.Model):
 class Content(models.Model):
     """Item content, stored once per project and hash: a 200-call run does not store its history 200 times."""
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
     hash = models.CharField(max_length=32)
     text = models.TextField()
     truncated = models.BooleanField(default=False)
@@ -610,7 +613,7 @@ class Operation(models.Model):
         TOOL = "tool"
         AGENT = "agent"
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
     kind = models.CharField(max_length=8, choices=Kind.choices)
     trace_id = models.CharField(max_length=32)
     span_id = models.CharField(max_length=16)
@@ -632,8 +635,8 @@ class Operation(models.Model):
 class Finding(models.Model):
     """Something worth a person's attention, found by the analyses; run-level ones have no call."""
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="findings")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="findings", db_index=False)
     call_seq = models.PositiveIntegerField(null=True)
     type = models.CharField(max_length=40)
     severity = models.CharField(max_length=10)
@@ -663,7 +666,7 @@ class Finding(models.Model):
 class AnalysisCheckpoint(models.Model):
     """The analysis state after every CHECKPOINT_EVERY-th call: a late call restarts the analysis here."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints", db_index=False)
     seq = models.PositiveIntegerField()
     state = models.BinaryField()
 
