@@ -1,6 +1,6 @@
 """What one batch writes as a call: the batch's scope, and a call's row built from its record."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from ingest.models import Call
@@ -13,6 +13,9 @@ class Batch:
 
     project_id: int
     keep_content: bool = True  # False: a hash-only project (content is hashed, never stored)
+    # Texts looked up in the project's contents while the batch was interpreted: hash -> stored then.
+    # A stored text stays stored, so storing the batch's texts asks only about the others again.
+    texts_looked_up: dict[str, bool] = field(default_factory=dict, compare=False)
 
 
 def datetime_of(ns: int) -> datetime:

@@ -60,9 +60,13 @@ class BatchTokens:
         counts = {h: _token_cache[h] for h in self.texts if h in _token_cache}
         unknown = [content_hash for content_hash in self.texts if content_hash not in counts]
         if unknown:
-            for content_hash, count in _stored_counts(self.batch.project_id, unknown).items():
-                counts[content_hash] = count
-                _remember_count(content_hash, count)
+            stored = _stored(self.batch.project_id, unknown)
+            for content_hash in unknown:
+                self.batch.texts_looked_up[content_hash] = content_hash in stored
+            for content_hash, count in stored.items():
+                if count is not None:
+                    counts[content_hash] = count
+                    _remember_count(content_hash, count)
         uncounted = [content_hash for content_hash in unknown if content_hash not in counts]
         # All at once: the tokenizer's cost per call is that of a few hundred characters.
         for content_hash, count in zip(
@@ -89,7 +93,11 @@ def save_contents(batch: Batch, items: Iterable[normalise.Item]) -> dict[str, st
     by_hash = {item.hash: item for item in items if item.content is not None}
     if not by_hash:
         return {}
-    stored = _stored_hashes(batch.project_id, list(by_hash))
+    looked_up = batch.texts_looked_up
+    stored = {content_hash for content_hash in by_hash if looked_up.get(content_hash)}
+    ask = [content_hash for content_hash in by_hash if content_hash not in looked_up]
+    if ask:
+        stored |= set(_stored(batch.project_id, ask))
     inserted = insert_rows(
         Content,
         [
@@ -122,15 +130,3 @@ def _stored(project_id: int, hashes: list[str]) -> dict[str, int | None]:
             return dict(cursor.fetchall())
     stored = Content.objects.filter(project_id=project_id, hash__in=hashes)
     return dict(stored.values_list("hash", "tokens"))
-
-
-def _stored_hashes(project_id: int, hashes: list[str]) -> set[str]:
-    return set(_stored(project_id, hashes))
-
-
-def _stored_counts(project_id: int, hashes: list[str]) -> dict[str, int]:
-    return {
-        content_hash: count
-        for content_hash, count in _stored(project_id, hashes).items()
-        if count is not None
-    }

@@ -4,6 +4,8 @@ import json
 import time
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
@@ -11,6 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from ingest import contents
 from ingest.models import Call, Content, Operation, RawBatch, Run, Span
 from tests import factories, services
 from tests.factories import assistant_message, user_message
@@ -153,6 +156,21 @@ def test_history_is_stored_once_and_span_rows_lose_the_copied_content(send, proj
     span = Span.objects.get(span_id=(5).to_bytes(8, "big").hex())
     assert "gen_ai.input.messages" not in span.attributes
     assert span.attributes["ctxview.content_moved"] == ["gen_ai.input.messages"]
+
+
+def test_a_batch_of_new_texts_looks_them_up_in_the_stored_contents_once(send, project, monkeypatch):
+    # Counting the tokens looks up the texts this process has not counted; storing them then asks
+    # again only about the texts that lookup did not cover.
+    monkeypatch.setattr(contents, "_token_cache", {})
+    with CaptureQueriesContext(connection) as queries:
+        send(conversation_requests()[0])
+    lookups = [
+        query["sql"]
+        for query in queries.captured_queries
+        if query["sql"].startswith("SELECT") and "ingest_content" in query["sql"]
+    ]
+    assert len(lookups) == 1, lookups
+    assert Content.objects.filter(project=project).count() > 0
 
 
 def test_a_late_agent_span_renumbers_the_turns_of_its_calls(send, project):
