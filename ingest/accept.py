@@ -54,16 +54,22 @@ def authorise(key: str) -> Project:
     return project
 
 
-def accept(project: Project, signal: str, data: bytes, fmt: str, wire_bytes: int) -> bytes:
+def accept(
+    project: Project, signal: str, data: bytes, fmt: str, wire_bytes: int, gzipped: bytes | None = None
+) -> bytes:
     """Store the (decompressed) export ``data`` as one raw batch; the answer to send, encoded in ``fmt``.
 
-    The batch is committed before this returns, so the answer is only ever sent for stored data."""
+    ``gzipped``: the request's body as sent, when it came gzipped. The batch is committed before this
+    returns, so the answer is only ever sent for stored data."""
     decoded = otlp.validate(signal, otlp.parse_request(signal, data, fmt))
     if decoded.accepted:
         redacted = _mask_secrets(project, decoded, data, fmt)
         # A protobuf body with nothing removed or masked is stored as sent; otherwise re-encode it.
         unchanged = fmt == otlp.PROTOBUF and not decoded.rejected and not redacted
         stored = data if unchanged else decoded.message.SerializeToString()
+        # Sent gzipped and stored as sent, it is stored compressed as it came: compressing it again
+        # took about a third of the receiver's CPU (21 ms for a 512-span batch of 2 MB).
+        body = gzipped if unchanged and gzipped is not None else zlib.compress(stored, 1)
         try:
             if _backlog_is_full():
                 raise Unavailable("ctxview is behind on processing; retry later")
@@ -71,7 +77,7 @@ def accept(project: Project, signal: str, data: bytes, fmt: str, wire_bytes: int
                 batch = RawBatch.objects.create(
                     project=project,
                     signal=signal,
-                    body=zlib.compress(stored, 1),
+                    body=body,
                     content_type=fmt,
                     wire_bytes=wire_bytes,
                     item_count=decoded.accepted,

@@ -11,7 +11,7 @@ from django.db import models
 from django.utils import timezone
 
 from ctxcore.vocabulary import expand
-from ingest import compact
+from ingest import compact, otlp
 from ingest.redact import DEFAULT_PATTERNS, Redactor
 
 
@@ -97,8 +97,10 @@ class IngestKey(models.Model):
 class RawBatch(models.Model):
     """One acknowledged OTLP export, stored before the receiver answers 200.
 
-    ``body`` holds the validated request as zlib-compressed protobuf (JSON requests are converted),
-    so processing can fail, retry and be replayed from here without losing or duplicating data.
+    ``body`` holds the validated request as zlib-compressed protobuf (JSON requests are converted), or
+    a gzipped protobuf request as it was sent when nothing in it was removed or masked (``request()``
+    reads either), so processing can fail, retry and be replayed from here without losing or
+    duplicating data.
     """
 
     class Signal(models.TextChoices):
@@ -128,6 +130,10 @@ class RawBatch(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["status", "received_at"], name="rawbatch_status_received")]
+
+    def request(self) -> bytes:
+        """The stored request's bytes (protobuf), whichever way the body is compressed."""
+        return otlp.stored_request(bytes(self.body))
 
 
 class Resource(models.Model):

@@ -9,6 +9,7 @@ import binascii
 import json
 import math
 import re
+import sys
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -154,6 +155,17 @@ def decompress(body: bytes, encoding: str, limit: int, grow: Callable[[int], Non
     except zlib.error as exc:
         raise BadRequest(f"body is not valid {encoding}: {exc}") from None
     return bytes(out)
+
+
+GZIP_MAGIC = b"\x1f\x8b"  # a zlib stream (what the receiver compresses) never starts so
+
+
+def stored_request(body: bytes) -> bytes:
+    """The request bytes of a raw batch's body: zlib-compressed by the receiver, or the request's gzip
+    body as it was sent (one or more members; checked, and bounded, when it was received)."""
+    if body[:2] == GZIP_MAGIC:
+        return decompress(body, "gzip", sys.maxsize)
+    return zlib.decompress(body)
 
 
 def parse_request(signal: str, data: bytes, fmt: str) -> Message:

@@ -47,13 +47,10 @@ def _receive(request: HttpRequest, signal: str, hold: budget.Hold) -> HttpRespon
         project = accept.authorise(key)
         fmt = otlp.body_format(request.headers.get("Content-Type", ""))
         body = _read_body(request, hold)
-        data = otlp.decompress(
-            body,
-            request.headers.get("Content-Encoding", ""),
-            settings.CTXVIEW_INGEST_MAX_DECOMPRESSED_BYTES,
-            grow=hold.grow,
-        )
-        answer = accept.accept(project, signal, data, fmt, wire_bytes=len(body))
+        encoding = request.headers.get("Content-Encoding", "")
+        data = otlp.decompress(body, encoding, settings.CTXVIEW_INGEST_MAX_DECOMPRESSED_BYTES, grow=hold.grow)
+        gzipped = body if encoding.strip().lower() == "gzip" else None
+        answer = accept.accept(project, signal, data, fmt, wire_bytes=len(body), gzipped=gzipped)
     except accept.Unavailable as exc:
         return _unavailable(exc.message, reply_fmt, exc.retry_after)
     except otlp.OtlpError as exc:

@@ -70,14 +70,15 @@ def delete_runs(project_id: int, run_ids: list[int]) -> dict[str, int]:
 
 def compact_raw_batches(project: Project) -> int:
     """Recompress the bodies of processed batches at zlib's best level (about a third smaller); returns
-    how many. The receiver compresses fast, to answer soon; a processed batch stays only to be replayed,
-    which reads it as before. Pending and failed batches are left as they are."""
+    how many. The receiver compresses fast, to answer soon (or keeps a gzipped request as sent); a
+    processed batch stays only to be replayed, which reads it as before. Pending and failed batches are
+    left as they are."""
     batches = RawBatch.objects.filter(project=project, status=RawBatch.Status.DONE, compacted=False)
     count, last = 0, 0
     while chunk := list(batches.filter(id__gt=last).order_by("id").only("id", "body")[:CHUNK]):
         for batch in chunk:
             if batch.body:  # hash-only projects keep none
-                batch.body = zlib.compress(zlib.decompress(bytes(batch.body)), 9)
+                batch.body = zlib.compress(batch.request(), 9)
             batch.compacted = True
         RawBatch.objects.bulk_update(chunk, ["body", "compacted"])
         count += len(chunk)

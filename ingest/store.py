@@ -75,8 +75,8 @@ PART_BYTES = 4 * 1024 * 1024
 def _store(batch: RawBatch, wait: bool = True) -> set[int]:
     """Write the batch's rows; returns the ids of the runs whose calls changed."""
     try:
-        message = otlp.load(batch.signal, zlib.decompress(bytes(batch.body)))
-    except (zlib.error, DecodeError, ValueError) as exc:
+        message = otlp.load(batch.signal, batch.request())
+    except (zlib.error, otlp.OtlpError, DecodeError, ValueError) as exc:
         raise BadBatch(f"stored body cannot be decoded: {exc}") from exc
     scope = Batch(batch.project_id, keep_content=not batch.project.hash_only)
     runs: set[int] = set()

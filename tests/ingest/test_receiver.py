@@ -134,6 +134,28 @@ def test_decompresses_gzip_and_deflate(post, encoding, compress):
     assert RawBatch.objects.get().wire_bytes == len(body)
 
 
+def test_a_gzipped_protobuf_batch_is_stored_as_sent_and_read_back_whole(post):
+    request = factories.trace_request(spans=3).SerializeToString()
+    # Two gzip members, as a client may send: both are part of the body.
+    body = gzip.compress(request[:100]) + gzip.compress(request[100:])
+    response = post(body=body, HTTP_CONTENT_ENCODING="gzip")
+    assert response.status_code == 200
+    batch = RawBatch.objects.get()
+    assert bytes(batch.body) == body  # not decompressed and compressed again
+    assert batch.request() == request
+    assert Span.objects.count() == 3
+
+
+def test_a_gzipped_batch_that_was_changed_is_stored_as_the_changed_request(post):
+    request = factories.trace_request(spans=1)
+    request.resource_spans[0].scope_spans[0].spans[0].name = "mail jane.doe@example.com"  # masked
+    body = gzip.compress(request.SerializeToString())
+    assert post(body=body, HTTP_CONTENT_ENCODING="gzip").status_code == 200
+    batch = RawBatch.objects.get()
+    assert batch.redacted == 1
+    assert bytes(batch.body) != body and b"jane.doe@example.com" not in batch.request()
+
+
 def test_rejects_a_request_without_key(post):
     response = post(body=factories.trace_request().SerializeToString(), key=None)
     assert response.status_code == 401

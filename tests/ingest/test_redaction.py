@@ -19,6 +19,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 
+from ingest import otlp
 from ingest.keys import create_key
 from ingest.models import Call, Content, Project, RawBatch, Span
 from ingest.redact import DEFAULT_PATTERNS, Budget, PatternError, Redactor
@@ -39,7 +40,7 @@ def everything_stored() -> str:
             parts.append(repr(row))
     for body in RawBatch.objects.values_list("body", flat=True):
         if body:
-            parts.append(zlib.decompress(bytes(body)).decode("utf-8", "replace"))
+            parts.append(otlp.stored_request(bytes(body)).decode("utf-8", "replace"))
     return "\n".join(parts)
 
 
@@ -513,8 +514,8 @@ def every_stored_value() -> bytes:
                     value = bytes(value)
                     parts.append(value)
                     try:
-                        parts.append(zlib.decompress(value))
-                    except zlib.error:
+                        parts.append(otlp.stored_request(value))
+                    except (zlib.error, otlp.OtlpError):
                         pass
                 else:
                     parts.append(value.encode())

@@ -1,5 +1,6 @@
 """Retention: old runs go with every row under them; content still in use and pending batches stay."""
 
+import gzip
 import zlib
 from datetime import timedelta
 
@@ -7,6 +8,7 @@ from django.utils import timezone
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ctxview.models import Label, Note
+from ingest import otlp
 from ingest.models import AnalysisCheckpoint, Call, Content, Finding, LogRecord, RawBatch, Run, Span
 from ingest.retention import apply_retention, compact_raw_batches
 from ingest.tasks import apply_retention_task
@@ -108,8 +110,24 @@ def test_processed_batches_are_recompressed_once_and_still_read_the_same(send, p
     assert len(before) == 2
     assert compact_raw_batches(project) == 2
     for batch in RawBatch.objects.filter(id__in=before):
-        assert batch.compacted and zlib.decompress(bytes(batch.body)) == zlib.decompress(before[batch.id])
+        assert batch.compacted and batch.request() == otlp.stored_request(before[batch.id])
         assert bytes(batch.body)[1] >> 6 == 3  # the zlib header's level: the best
     pending.refresh_from_db()
     assert not pending.compacted and zlib.decompress(bytes(pending.body)) == b"not processed"
     assert compact_raw_batches(project) == 0
+
+
+def test_a_batch_stored_gzipped_as_sent_is_recompressed_into_zlib(project):
+    request = b"a request " * 1000
+    batch = RawBatch.objects.create(
+        project=project,
+        signal="traces",
+        status=RawBatch.Status.DONE,
+        body=gzip.compress(request),
+        content_type="protobuf",
+        wire_bytes=100,
+        item_count=1,
+    )
+    assert compact_raw_batches(project) == 1
+    batch.refresh_from_db()
+    assert bytes(batch.body)[:1] == b"\x78" and batch.request() == request
