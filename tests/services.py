@@ -78,6 +78,7 @@ def start_worker(env: dict[str, str], name: str = "worker") -> Process:
     from ctxview.celery import app
 
     node = f"{name}-{os.getpid()}@localhost"
+    env = {"PGAPPNAME": f"ctxview-test-{name}"} | env  # its database sessions, told apart by name
     process = Process(
         name,
         [

@@ -5,7 +5,6 @@ from django.db import connection
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from ctxview.celery import app as celery_app
 from ingest.models import RawBatch, Run, Span
 from ingest.tasks import sweep_batches
 from tests import otel, services
@@ -76,23 +75,18 @@ def test_the_same_batch_enqueued_many_times_is_stored_once(worker, live_server, 
     assert Span.objects.count() == 4
 
 
-def test_a_worker_keeps_its_database_connection_from_task_to_task(service_env, live_server, key):
+def test_a_worker_keeps_its_database_connection_from_task_to_task(worker, live_server, key):
     # Celery's Django fixup closes the connection around every task unless CELERY_DB_REUSE_MAX is set:
-    # a new PostgreSQL backend per task. The worker's backends are told apart by their application name.
-    celery_app.control.purge()
-    process = services.start_worker(service_env | {"PGAPPNAME": "ctxview-reuse-test"}, name="worker-reuse")
-    try:
-        backends = []
-        for batch in range(1, 4):
-            assert export(live_server.url, key, otel.agent_spans(calls=2)) == SpanExportResult.SUCCESS
-            services.wait_for(all_done(batch), 30, f"the worker to process batch {batch}")
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT pid, backend_start FROM pg_stat_activity WHERE application_name = %s",
-                    ["ctxview-reuse-test"],
-                )
-                backends.append(cursor.fetchall())
-    finally:
-        process.stop()
-    assert len(backends[0]) == 1, backends  # kept open after the first task
-    assert backends[1] == backends[2] == backends[0]  # and the same backend served the next ones
+    # a new PostgreSQL backend per task. The worker's sessions carry its name (services.start_worker).
+    backends = []
+    for batch in range(1, 4):
+        assert export(live_server.url, key, otel.agent_spans(calls=2)) == SpanExportResult.SUCCESS
+        services.wait_for(all_done(batch), 30, f"the worker to process batch {batch}")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid, backend_start FROM pg_stat_activity WHERE application_name = %s",
+                ["ctxview-test-worker"],
+            )
+            backends.append(cursor.fetchall())
+    assert len(backends[0]) == 1, backends  # kept open after the task
+    assert backends[1] == backends[2] == backends[0]  # and the same session served the next ones
