@@ -47,7 +47,7 @@ def unpack(data: bytes | memoryview | None) -> dict | None:
 def invalidate(run: Run, from_seq: int) -> None:
     """Calls from ``from_seq`` on changed: their analysis (and checkpoints after it) must be redone."""
     if run.analysed_seq >= from_seq:
-        run.analysed_seq = from_seq - 1
+        run.analysed_seq, run.analysis_state = from_seq - 1, None
         Run.objects.filter(id=run.id).update(analysed_seq=run.analysed_seq, analysis_state=None)
         AnalysisCheckpoint.objects.filter(run=run, seq__gte=from_seq).delete()
 
@@ -160,13 +160,19 @@ def analyse_run(run_id: int) -> int:
         if run is None:
             logger.info("run %s is gone; nothing to analyse", run_id)
             return 0
-        after, state = _start(run)
-        try:
-            return _analyse_from(run, after, state)
-        except OutdatedState:
-            # The stored state is from an older version of the analyses: start again from call 1.
-            AnalysisCheckpoint.objects.filter(run=run).delete()
-            return _analyse_from(run, 0, new_state())
+        return catch_up(run)
+
+
+def catch_up(run: Run) -> int:
+    """Analyse the calls of a run that are not analysed yet; the caller holds the run's lock and ``run``
+    is as stored (or as the caller is about to store it). Returns how many were analysed."""
+    after, state = _start(run)
+    try:
+        return _analyse_from(run, after, state)
+    except OutdatedState:
+        # The stored state is from an older version of the analyses: start again from call 1.
+        AnalysisCheckpoint.objects.filter(run=run).delete()
+        return _analyse_from(run, 0, new_state())
 
 
 def config_for(project) -> AnalysisConfig:

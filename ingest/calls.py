@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ingest import agent_sessions, itemlists, normalise
-from ingest.analyse import ANALYSIS_FIELDS, AnalysisWrites, analyse_appended
+from ingest.analyse import ANALYSIS_FIELDS, AnalysisWrites, analyse_appended, catch_up
 from ingest.bulk import insert_rows, update_rows
 from ingest.call_rows import Batch, call_row, new_call
 from ingest.contents import BatchTokens, save_contents
@@ -158,7 +158,7 @@ def save(
         ignore_conflicts=True,
         batch_size=500,
     )
-    renumber |= _renumber_after_late_invocations(batch, operations)
+    relinked = _renumber_after_late_invocations(batch, operations)
 
     # Calls that come after everything their run has are numbered here, before they are inserted (the
     # common case, no UPDATE), and analysed too when the run's analysis is up to date (no task, no
@@ -169,11 +169,20 @@ def save(
         calls_of[run.id].append(_call_of(built, batch, run.id, record))
     # Agents and sessions first: a call of a child run moves to its session's run before it is numbered.
     every_call = [call for calls in calls_of.values() for call in calls]
-    renumber |= agent_sessions.resolve(project_id, traces, every_call, runs)
+    relinked |= agent_sessions.resolve(project_id, traces, every_call, runs)
     calls_of = defaultdict(list)
     for call in every_call:
         calls_of[call.run_id].append(call)
     invocations = agent_invocations(project_id, every_call)
+    # A run whose stored calls this batch relinked (their agent span came after them, as it ends after
+    # them) is renumbered and its analysis caught up now, before this batch's calls are appended to it
+    # and analysed in line. After the insert, this batch's calls were renumbered with the stored ones
+    # and a task read them all back to analyse them (on conversations split over batches: 28% of the
+    # calls). A run that lost a replaced call is renumbered after the insert, the replacing call with it.
+    for run in sorted(runs.values(), key=lambda run: run.id):
+        if run.id in relinked and run.id not in renumber:
+            number_calls(run, renumber=True)
+            catch_up(run)
     late_runs, analysed = [], set()
     writes = AnalysisWrites()
     for run in sorted(runs.values(), key=lambda run: run.id):
@@ -194,7 +203,7 @@ def save(
     for run in late_runs:
         number_calls(run, renumber=True)
     _save_runs([run for run in runs.values() if run not in late_runs], analysed)
-    return {run.id for run in runs.values() if run.id not in analysed}
+    return {run.id for run in runs.values() if run.id not in analysed and run.analysed_seq < run.call_count}
 
 
 def _save_runs(runs: list[Run], analysed: set[int]) -> None:
