@@ -215,3 +215,102 @@ def test_a_handoff_between_agents_is_not_a_cache_break(send, project):  # noqa: 
     assert not Finding.objects.filter(
         run=run, type__in=["cache_invalidated", "invisible_invalidator"]
     ).exists()
+
+
+def agent_conversation(traces: int = 3, calls: int = 6) -> list[list]:
+    """Spans of a conversation over ``traces`` traces, in the order an exporter ends them: each trace's
+    calls, then its agent span. The system prompt changes in the second trace (a cache break)."""
+    spans = []
+    history = [user_message("Is pay-shard-7 healthy?")]
+    for trace in range(traces):
+        trace_id = bytes([trace + 1]) * 16
+        root = (1000 + trace).to_bytes(8, "big")
+        system = SYSTEM if trace != 1 else "Now: 2026-12-02T07:00:00Z. " + SYSTEM
+        first = 1_700_000_000_000_000_000 + trace * 100 * 1_000_000_000
+        for position in range(calls):
+            number = trace * calls + position + 1
+            request = ExportTraceServiceRequest()
+            factories.chat_span(
+                request,
+                trace_id=trace_id,
+                number=number,
+                parent=root,
+                start=first + (position + 1) * 1_000_000_000,
+                messages=[{"role": "system", "parts": [{"type": "text", "content": system}]}, *history],
+                attributes={
+                    "gen_ai.conversation.id": "conv-agents",
+                    "gen_ai.usage.input_tokens": 2000 + 100 * number,
+                    "gen_ai.usage.cache_read.input_tokens": 1800 if position else 0,
+                    "gen_ai.usage.output_tokens": 20,
+                },
+            )
+            spans.append(request.resource_spans[0].scope_spans[0].spans[0])
+            history = [*history, assistant_message(f"answer {number}"), user_message(f"question {number}")]
+        agent = ExportTraceServiceRequest().resource_spans.add().scope_spans.add().spans.add()
+        agent.trace_id, agent.span_id, agent.name = trace_id, root, "invoke_agent support"
+        agent.start_time_unix_nano, agent.end_time_unix_nano = first, first + 50 * 1_000_000_000
+        agent.attributes.extend(
+            [
+                factories.kv("gen_ai.operation.name", "invoke_agent"),
+                factories.kv("gen_ai.agent.name", "support"),
+                factories.kv("gen_ai.conversation.id", "conv-agents"),
+            ]
+        )
+        spans.append(agent)
+    return spans
+
+
+def batches_of(spans: list, cuts: list[int]) -> list[ExportTraceServiceRequest]:
+    requests = []
+    for start, end in zip([0, *cuts], [*cuts, len(spans)], strict=True):
+        request = factories.trace_request(spans=0)
+        request.resource_spans[0].scope_spans[0].spans.extend(spans[start:end])
+        requests.append(request)
+    return requests
+
+
+def project_state(project) -> dict:
+    run = Run.objects.get(project=project)
+    return {
+        "calls": list(
+            Call.objects.filter(run=run)
+            .order_by("seq")
+            .values_list("span_id", "seq", "turn", "agent_name", "analysis", "window_total")
+        ),
+        "findings": sorted(
+            Finding.objects.filter(run=run).values_list("call_seq", "type", "severity", "item_id", "cause"),
+            key=repr,
+        ),
+        "run": (run.call_count, run.turn_count, run.analysed_seq, run.agent_name, run.accounting),
+    }
+
+
+@pytest.mark.django_db
+def test_agent_spans_arriving_a_batch_after_their_calls_leave_what_an_in_order_pass_leaves(
+    client, django_capture_on_commit_callbacks
+):
+    spans = agent_conversation()  # 3 traces of 6 calls and an agent span: 21 spans
+    orders = {
+        "one batch per trace": [7, 14],
+        # Each trace's agent span comes in the batch after its first calls, with more calls.
+        "traces split across batches": [4, 10, 17],
+        "one span per batch": list(range(1, len(spans))),
+    }
+    states = {}
+    for name, cuts in orders.items():
+        project, key = factories.project_with_key(name.replace(" ", "-"))
+        for request in batches_of(spans, cuts):
+            with django_capture_on_commit_callbacks(execute=True):
+                response = client.post(
+                    "/v1/traces",
+                    request.SerializeToString(),
+                    content_type="application/x-protobuf",
+                    HTTP_AUTHORIZATION=f"Bearer {key}",
+                )
+            assert response.status_code == 200
+        states[name] = project_state(project)
+    reference = states.pop("one batch per trace")
+    assert [agent for _, _, _, agent, _, _ in reference["calls"]] == ["support"] * 18
+    assert any(finding[1] == "cache_invalidated" for finding in reference["findings"])
+    for name, state in states.items():
+        assert state == reference, name
