@@ -53,6 +53,23 @@ def key(project_and_key):
     return project_and_key[1]
 
 
+@pytest.fixture
+def send_as(client, django_capture_on_commit_callbacks):
+    """POST a traces request with an ingest key, running what the receiver enqueues on commit."""
+
+    def send_as(key: str, request) -> None:
+        with django_capture_on_commit_callbacks(execute=True):
+            response = client.post(
+                "/v1/traces",
+                request.SerializeToString(),
+                content_type="application/x-protobuf",
+                HTTP_AUTHORIZATION=f"Bearer {key}",
+            )
+        assert response.status_code == 200, response.content
+
+    return send_as
+
+
 @pytest.fixture(scope="session")
 def broker_url():
     url = os.environ.get("CELERY_BROKER_URL")

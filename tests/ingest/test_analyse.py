@@ -286,9 +286,7 @@ def project_state(project) -> dict:
 
 
 @pytest.mark.django_db
-def test_agent_spans_arriving_a_batch_after_their_calls_leave_what_an_in_order_pass_leaves(
-    client, django_capture_on_commit_callbacks
-):
+def test_agent_spans_arriving_a_batch_after_their_calls_leave_what_an_in_order_pass_leaves(send_as):
     spans = agent_conversation()  # 3 traces of 6 calls and an agent span: 21 spans
     orders = {
         "one batch per trace": [7, 14],
@@ -300,14 +298,7 @@ def test_agent_spans_arriving_a_batch_after_their_calls_leave_what_an_in_order_p
     for name, cuts in orders.items():
         project, key = factories.project_with_key(name.replace(" ", "-"))
         for request in batches_of(spans, cuts):
-            with django_capture_on_commit_callbacks(execute=True):
-                response = client.post(
-                    "/v1/traces",
-                    request.SerializeToString(),
-                    content_type="application/x-protobuf",
-                    HTTP_AUTHORIZATION=f"Bearer {key}",
-                )
-            assert response.status_code == 200
+            send_as(key, request)
         states[name] = project_state(project)
     reference = states.pop("one batch per trace")
     assert [agent for _, _, _, agent, _, _ in reference["calls"]] == ["support"] * 18

@@ -44,18 +44,8 @@ def merged(requests: list[ExportTraceServiceRequest]) -> ExportTraceServiceReque
 
 
 @pytest.fixture
-def send(client, django_capture_on_commit_callbacks):
-    def send(key: str, request: ExportTraceServiceRequest) -> None:
-        with django_capture_on_commit_callbacks(execute=True):
-            response = client.post(
-                "/v1/traces",
-                request.SerializeToString(),
-                content_type="application/x-protobuf",
-                HTTP_AUTHORIZATION=f"Bearer {key}",
-            )
-        assert response.status_code == 200, response.content
-
-    return send
+def send(send_as):
+    return send_as
 
 
 @pytest.fixture
