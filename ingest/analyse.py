@@ -9,7 +9,6 @@ nearest checkpoint at or below it, so results do not depend on arrival order.
 import json
 import logging
 import zlib
-from dataclasses import replace
 
 from django.db import transaction
 from django.db.models import Q
@@ -26,7 +25,7 @@ from ctxcore.analysis import (
     new_state,
     table_from_rows,
 )
-from ctxcore.vocabulary import Item, ItemReader
+from ctxcore.vocabulary import Item, ItemReader, evolve
 from ingest.bulk import insert_rows, update_rows
 from ingest.models import AnalysisCheckpoint, Call, Content, Finding, Run
 
@@ -291,7 +290,7 @@ def _analyse_chunk(
     cache.fetch(likely)
     for call, entry in zip(chunk, inputs, strict=True):
         contents = cache.contents_for(call, state, entry.agent)
-        result, state = analyse_call(state, replace(entry, contents=contents), config)
+        result, state = analyse_call(state, evolve(entry, contents=contents), config)
         outcome = result.to_dict()
         call.analysis = {key: outcome[key] for key in ("buckets", "cache", "conflicts")}
         call.window_total = outcome["buckets"].get("total")

@@ -6,10 +6,10 @@ counted, so a text is counted once per project, not once per worker process and 
 """
 
 from collections.abc import Iterable
-from dataclasses import replace
 
 from django.db import connection
 
+from ctxcore.vocabulary import evolve
 from ingest import normalise, tokens
 from ingest.bulk import insert_rows
 from ingest.call_rows import Batch
@@ -85,7 +85,7 @@ class BatchTokens:
             item.with_tokens(item.tokens + counts[item.hash]) if item.hash in asked else item
             for item in record.items
         )
-        return replace(record, items=items)
+        return evolve(record, items=items)
 
 
 def save_contents(batch: Batch, items: Iterable[normalise.Item]) -> dict[str, str]:

@@ -141,11 +141,12 @@ def derive_items(
         text: str,
         token_text: str,
         overhead: int = 0,
+        content_hash: str = "",
     ) -> None:
         seen[item_id] = seen.get(item_id, 0) + 1
         if seen[item_id] > 1:
             item_id = f"{item_id}#{seen[item_id]}"
-        content_hash = digest(text)
+        content_hash = content_hash or digest(text)
         items.append(
             Item(
                 id=item_id,
@@ -177,8 +178,9 @@ def derive_items(
             kind, bucket, trust = "tool_result", "tool_results", "tool"
         else:
             kind, bucket, trust = "message", "conversation", "user" if role == "user" else None
+        content_hash = digest(text)
         add(
-            f"msg:{digest(text)[:12]}",
+            f"msg:{content_hash[:12]}",
             kind,
             bucket,
             role,
@@ -186,15 +188,19 @@ def derive_items(
             text,
             _token_text(message),
             tokens.MESSAGE_OVERHEAD,
+            content_hash,
         )
     return items
 
 
-def user_fingerprint(messages: list[dict] | None) -> str | None:
-    """Hash of the last user message that is not only tool results: a new one starts a new turn."""
-    for message in reversed(messages or []):
-        if message["role"] == "user" and not _is_tool_result(message):
-            return digest(render(message))
+def user_fingerprint(derived: list[Item]) -> str | None:
+    """Hash of the last user message that is not only tool results: a new one starts a new turn.
+
+    ``derived``: the items ``derive_items`` made of the call's messages (a message's item hash is the
+    hash of the message rendered)."""
+    for item in reversed(derived):
+        if item.kind == "message" and item.role == "user":
+            return item.hash
     return None
 
 
@@ -281,7 +287,7 @@ def call_record(
         if key in attributes or (key.endswith(".") and any(name.startswith(key) for name in attributes))
     ]
 
-    items = derive_items(tools, system, inputs, count)
+    derived = items = derive_items(tools, system, inputs, count)
     tool_calls = tool_calls_of(outputs)
     manifest_source = "derived" if content_captured or tools else "none"
     excluded: tuple[dict, ...] = ()
@@ -338,7 +344,7 @@ def call_record(
         response_id=_first_text(attributes, semconv.RESPONSE_ID)[0][:200],
         usage=usage,
         turn_hint=_turn_hint(attributes),
-        user_fingerprint=user_fingerprint(inputs),
+        user_fingerprint=user_fingerprint(derived),
         content_captured=content_captured,
         manifest_source=manifest_source,
         manifest_error=manifest_error[:1000],

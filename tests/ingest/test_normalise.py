@@ -3,6 +3,8 @@
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxcore.analysis import limits
 from ctxcore.vocabulary import digest, render
@@ -570,3 +572,30 @@ def test_a_new_call_has_every_field_of_its_record_as_the_models_keyword_construc
     assert [getattr(call, name) for name in fields] == [getattr(by_keywords, name) for name in fields]
     assert call.items == by_keywords.items and len(call.items) == 5 and call._items_changed
     assert (call.request_model, call.cache_read, call.run_id, call.seq) == ("gpt-4o", 100, 5, None)
+
+
+_part = st.one_of(
+    st.builds(lambda text: {"type": "text", "content": text}, st.text(max_size=20)),
+    st.builds(lambda text: {"type": "tool_call_response", "id": "t", "response": text}, st.text(max_size=20)),
+    st.builds(
+        lambda name: {"type": "tool_call", "id": "t", "name": name, "arguments": {}}, st.text(max_size=8)
+    ),
+)
+_message = st.builds(
+    lambda role, parts: {"role": role, "parts": parts},
+    st.sampled_from(["user", "assistant", "system", "developer", "tool", "User"]),
+    st.lists(_part, max_size=3),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.none(), st.lists(_message, max_size=6)))
+def test_the_user_fingerprint_is_the_hash_of_the_last_user_message_that_is_not_only_tool_results(messages):
+    expected = None
+    for candidate in reversed(messages or []):
+        parts = candidate["parts"]
+        only_results = bool(parts) and all(part["type"] == "tool_call_response" for part in parts)
+        if candidate["role"] == "user" and not only_results:
+            expected = digest(render(candidate))
+            break
+    assert normalise.user_fingerprint(normalise.derive_items(None, None, messages)) == expected
