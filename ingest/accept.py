@@ -66,13 +66,15 @@ def accept(
         redacted = _mask_secrets(project, decoded, data, fmt)
         # A protobuf body with nothing removed or masked is stored as sent; otherwise re-encode it.
         unchanged = fmt == otlp.PROTOBUF and not decoded.rejected and not redacted
-        stored = data if unchanged else decoded.message.SerializeToString()
-        # Sent gzipped and stored as sent, it is stored compressed as it came: compressing it again
-        # took about a third of the receiver's CPU (21 ms for a 512-span batch of 2 MB).
-        body = gzipped if unchanged and gzipped is not None else zlib.compress(stored, 1)
         try:
             if _backlog_is_full():
                 raise Unavailable("ctxview is behind on processing; retry later")
+            # Sent gzipped and stored as sent, it is stored compressed as it came: compressing it again
+            # took about a third of the receiver's CPU (21 ms for a 512-span batch of 2 MB).
+            if unchanged and gzipped is not None:
+                body = gzipped
+            else:
+                body = zlib.compress(data if unchanged else decoded.message.SerializeToString(), 1)
             with transaction.atomic():
                 batch = RawBatch.objects.create(
                     project=project,

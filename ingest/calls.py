@@ -179,13 +179,14 @@ def save(
     # and analysed in line. After the insert, this batch's calls were renumbered with the stored ones
     # and a task read them all back to analyse them (on conversations split over batches: 28% of the
     # calls). A run that lost a replaced call is renumbered after the insert, the replacing call with it.
-    for run in sorted(runs.values(), key=lambda run: run.id):
+    in_order = sorted(runs.values(), key=lambda run: run.id)
+    for run in in_order:
         if run.id in relinked and run.id not in renumber:
             number_calls(run, renumber=True)
             catch_up(run)
     late_runs, analysed = [], set()
     writes = AnalysisWrites()
-    for run in sorted(runs.values(), key=lambda run: run.id):
+    for run in in_order:
         calls = sorted(calls_of[run.id], key=lambda call: (call.start_ns, call.span_id))
         if run.id in renumber or (calls and before_last(run, calls[0])):
             late_runs.append(run)
@@ -203,7 +204,7 @@ def save(
     for run in late_runs:
         number_calls(run, renumber=True)
     _save_runs([run for run in runs.values() if run not in late_runs], analysed)
-    return {run.id for run in runs.values() if run.id not in analysed and run.analysed_seq < run.call_count}
+    return {run.id for run in runs.values() if run.analysed_seq < run.call_count}
 
 
 def _save_runs(runs: list[Run], analysed: set[int]) -> None:
