@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 BUCKETS = ("system", "tools", "conversation", "tool_results", "retrieved", "memory", "summary", "other")
 ROLES = ("system", "user", "assistant", "tool")
 MODES = ("verbatim", "excerpt", "summary", "reference")
@@ -92,7 +94,31 @@ def render(value: Any) -> str:
     """Text of structured content, keeping the sender's key order (a reordering changes the hash)."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        plain = _without_floats(value)
+    except RecursionError:  # nested deeper than the check goes: the json module decides
+        plain = False
+    if plain:
+        # orjson writes strings, integers, booleans and null as the json module does (every code point
+        # checked), in a twentieth of the time; floats it writes another way. What it refuses (lone
+        # surrogates, integers over 64 bits, non-string keys, deep nesting) goes to the json module.
+        try:
+            return orjson.dumps(value).decode()
+        except orjson.JSONEncodeError:
+            pass
+    return _ENCODER.encode(value)
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def _without_floats(value: Any) -> bool:
+    """Whether ``value`` holds only dicts, lists, strings, integers, booleans and None."""
+    if isinstance(value, dict):
+        return all(_without_floats(entry) for entry in value.values())
+    if isinstance(value, list):
+        return all(_without_floats(entry) for entry in value)
+    return value is None or type(value) in (str, int, bool)
 
 
 @dataclass(frozen=True)
@@ -117,6 +143,15 @@ class Item:
     cache_breakpoint: bool = False
     content: str | None = None  # where the write side has it; never part of the stored form
     content_truncated: bool = False
+
+    @classmethod
+    def made(cls, **fields: Any) -> "Item":
+        """What the constructor makes of these fields (the required ones and any others), without
+        setting all 18 one by one through the frozen ``__setattr__``: a batch makes an item per message
+        of each call (1.5% of a batch's CPU through the constructor)."""
+        item = object.__new__(cls)
+        item.__dict__.update(_UNSTORED_DEFAULTS, **fields)
+        return item
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], position: int) -> "Item":

@@ -148,7 +148,7 @@ def derive_items(
             item_id = f"{item_id}#{seen[item_id]}"
         content_hash = content_hash or digest(text)
         items.append(
-            Item(
+            Item.made(
                 id=item_id,
                 kind=kind,
                 bucket=bucket,

@@ -88,3 +88,62 @@ def test_an_item_from_its_stored_dict_is_what_the_constructor_makes(data, positi
     assert made == expected
     assert vars(made) == vars(expected)  # every attribute, the ones equality ignores none of
     assert made.with_tokens(7) == expected.with_tokens(7)
+
+
+# JSON as telemetry parses it, and what it may hold besides: lone surrogates, integers over 64 bits, floats
+# of every kind (orjson writes those its own way), tuples and integer keys.
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(alphabet=st.characters(exclude_categories=())),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.tuples(children, children)
+        | st.dictionaries(st.text(max_size=5) | st.integers(0, 3), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=500)
+@given(JSON_VALUES)
+def test_rendered_content_is_what_the_json_module_writes(value):
+    """A rendered message is hashed: its text must stay byte for byte what it was before orjson."""
+    import json
+
+    from ctxcore.vocabulary import render
+
+    expected = (
+        value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    )
+    assert render(value) == expected
+
+
+def test_content_nested_deeper_than_the_check_goes_renders_as_the_json_module_writes_it():
+    import json
+    import sys
+
+    from ctxcore.vocabulary import render
+
+    value: list = ["leaf"]
+    for _ in range(sys.getrecursionlimit() // 2 + 10):
+        value = [value]
+    assert render(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(STORED_ITEMS, st.integers(0, 1000))
+def test_an_item_made_fast_is_what_the_constructor_makes(data, position):
+    from dataclasses import fields
+
+    names = {field.name for field in fields(Item)}
+    given_fields = {key: value for key, value in data.items() if key in names}
+    given_fields.update(
+        position=position, kind=data.get("kind") or "message", bucket=data.get("bucket") or "tools"
+    )
+    given_fields["supersedes"] = tuple(data.get("supersedes") or ())  # an item holds a tuple (hashable)
+    made, constructed = Item.made(**given_fields), Item(**given_fields)
+    assert made == constructed and hash(made) == hash(constructed)
+    assert vars(made) == vars(constructed)  # every field, the unstored ones included
