@@ -13,8 +13,6 @@ PostgreSQL backend. The variants change one thing each, to put a number on a pro
   (Django's ``OPTIONS: {"server_side_binding": True}``).
 - no-tokenizer: token counts estimated as characters / 4 instead of by the tokenizer (an upper bound on
   what counting tokens elsewhere, or later, would save).
-- no-gin: without the GIN index on the calls' items (what the search by item, source, version and hash
-  costs at ingest).
 - cold-cache: the in-process token cache emptied before each batch, as if each batch went to a worker
   that never saw the run before (another worker process, or one just restarted).
 
@@ -35,7 +33,7 @@ from servers import django_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-VARIANTS = ("baseline", "orm-spans", "server-binding", "no-tokenizer", "no-gin", "cold-cache")
+VARIANTS = ("baseline", "orm-spans", "server-binding", "no-tokenizer", "cold-cache")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -85,9 +83,6 @@ def run_variant(variant: str, batches: int, database_url: str, shape: str = "cha
 
         tokens.count_all = counting
 
-        if variant == "no-gin":
-            with connection.cursor() as cursor:
-                cursor.execute("DROP INDEX call_items_gin")
         project = Project.objects.create(slug="bench", name="bench")
         if shape == "conversations":
             spans, calls = conversation_spans(BATCH_SIZE * batches)
