@@ -110,15 +110,18 @@ def render(value: Any) -> str:
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_PLAIN = (str, int, bool)
 
 
 def _without_floats(value: Any) -> bool:
     """Whether ``value`` holds only dicts, lists, strings, integers, booleans and None."""
-    if isinstance(value, dict):
-        return all(_without_floats(entry) for entry in value.values())
-    if isinstance(value, list):
-        return all(_without_floats(entry) for entry in value)
-    return value is None or type(value) in (str, int, bool)
+    kind = type(value)
+    if kind is dict or kind is list:
+        for entry in value.values() if kind is dict else value:
+            if type(entry) is not str and not _without_floats(entry):  # most entries are text
+                return False
+        return True
+    return value is None or kind in _PLAIN
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 # Vendor and platform prefixes: "anthropic/claude-…", Bedrock "us.anthropic.claude-…", "models/gemini-…".
 _PREFIX = re.compile(r"^(?:[a-z0-9_.-]+/)+|^(?:(?:us|eu|apac|global)\.)?(?:anthropic|openai)\.")
@@ -12,6 +13,7 @@ _SUFFIX = re.compile(r"(?:[-@]\d{8}|-\d{4}-\d{2}-\d{2}|-v\d+(?::\d+)?|-latest)+$
 _OTHER_MODEL = re.compile(r"^-(?:\d|mini|nano|pro|turbo|audio|realtime|search|transcribe|tts|image|deep)")
 
 
+@lru_cache(maxsize=4096)  # a run names a few models, on every call
 def normalise(name: str) -> str:
     """Lower case, without vendor prefix or snapshot suffix; "claude-sonnet-4.5" reads "claude-sonnet-4-5"."""
     name = _PREFIX.sub("", name.strip().lower())
@@ -23,8 +25,12 @@ def normalise(name: str) -> str:
 
 def match(name: str, keys: Iterable[str]) -> str | None:
     """The table key for a model name: exact after normalising, else the longest key it extends."""
+    return _match(name, tuple(keys))
+
+
+@lru_cache(maxsize=4096)
+def _match(name: str, keys: tuple[str, ...]) -> str | None:
     name = normalise(name)
-    keys = list(keys)
     if name in keys:
         return name
     candidates = [
