@@ -12,7 +12,7 @@ import re
 from collections import defaultdict
 
 from django.db import connection
-from django.db.models import TextField
+from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
 from ingest import agents
@@ -56,19 +56,31 @@ def _linked_roots(
     that continue a span of ``parents``: (trace, root span) -> (trace, span) it continues."""
     roots = Span.objects.filter(project_id=project_id, parent_span_id="").exclude(links=[])
     rows = list(roots.filter(trace_id__in=traces).values_list("trace_id", "span_id", "links"))
-    # Links into a parent are found by its id in their text (only hex ids make the pattern).
     parents = {trace for trace in parents if HEX_TRACE_ID.fullmatch(trace)}
     if parents:
-        incoming = roots.annotate(links_text=Cast("links", TextField())).filter(
-            links_text__regex="|".join(sorted(parents))
-        )
-        rows += incoming.values_list("trace_id", "span_id", "links")[:LINKED_TRACES]
+        rows += _linking_into(roots, parents).values_list("trace_id", "span_id", "links")[:LINKED_TRACES]
     found = {}
     for trace_id, span_id, links in rows:
         parent = agents.linked_parent(trace_id, links)
         if parent is not None:
             found[(trace_id, span_id)] = parent
     return found
+
+
+def _linking_into(roots: QuerySet, parents: set[str]) -> QuerySet:
+    """The root spans with a link into one of ``parents``.
+
+    PostgreSQL: by containment, which the partial GIN index span_linked_roots answers from the linked
+    roots alone; matching the links' text scanned every span of the project for each batch (95 ms a
+    batch at 300,000 spans, growing with them). SQLite has no containment: the id in the links' text
+    (only hex ids make the pattern)."""
+    if connection.vendor == "postgresql":
+        into = Q()
+        for trace in sorted(parents):
+            into |= Q(links__contains=[{"trace_id": trace}])
+        return roots.filter(into)
+    text = roots.annotate(links_text=Cast("links", TextField()))
+    return text.filter(links_text__regex="|".join(sorted(parents)))
 
 
 def linked_traces(project_id: int, traces: set[str], new_agents: set[str] = frozenset()) -> set[str]:

@@ -5,7 +5,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ingest.models import Call, Finding, Run
-from tests import factories
+from tests import factories, services
 from tests.factories import kv, user_message
 from tests.ingest.test_calls import export_and_wait, live
 
@@ -238,3 +238,32 @@ def test_a_linked_child_trace_sent_first_by_the_otlp_exporter_joins_its_parent_s
         ("planner", "root"),
     ]
     assert Run.objects.get(key="C2").parent_run_id == session.id
+
+
+@pytest.mark.django_db
+def test_the_traces_linking_into_a_batchs_agents_are_found_from_the_linked_roots_alone(project):
+    """A batch with agent spans asks which stored traces link into them. Matching every root span's links
+    as text read the whole project's spans for each batch; the partial GIN index answers it."""
+    from django.db import connection
+
+    from ingest import agent_sessions
+    from ingest.models import Span
+
+    if connection.vendor != "postgresql":
+        services.require("DATABASE_URL naming PostgreSQL (the index is its own)")
+    from ingest.models import Resource
+
+    resource = Resource.objects.create(project=project, hash="r", service_name="s", attributes={})
+    with connection.cursor() as cursor:  # 20,000 spans of the project, one root in 61 (none linked)
+        cursor.execute(
+            "INSERT INTO ingest_span (project_id, resource_id, trace_id, span_id, parent_span_id, name, kind,"
+            " start_time_unix_nano, end_time_unix_nano, status_code, status_message, scope_name,"
+            " scope_version, attributes, events, links, received_at)"
+            " SELECT %s, %s, md5(g::text), lpad(to_hex(g), 16, '0'), CASE WHEN g %% 61 = 0 THEN '' ELSE 'p'"
+            " END, 'chat', 3, g, g, 0, '', '', '', '{}', '[]', '[]', now() FROM generate_series(1, 20000) g",
+            [project.id, resource.id],
+        )
+        cursor.execute("ANALYZE ingest_span")
+    roots = Span.objects.filter(project_id=project.id, parent_span_id="").exclude(links=[])
+    plan = agent_sessions._linking_into(roots, {"a" * 32, "b" * 32}).explain()
+    assert "span_linked_roots" in plan and "Seq Scan" not in plan, plan
