@@ -207,11 +207,11 @@ def call_detail(request: HttpRequest, projects: QuerySet[Project], call_id: int)
     if request.GET.get("content", "0") not in ("0", "1", "true"):
         raise BadParameter("content must be 0, 1 or true")
     if request.GET.get("content") in ("1", "true"):
-        rows = Content.objects.filter(
-            project_id=call.project_id, hash__in=[item["hash"] for item in call.items]
+        found = Content.objects.by_hash(
+            call.project_id, [item["hash"] for item in call.items], "text", "truncated"
         )
         contents = {}
-        for row in rows:
+        for row in (Content(hash=value, text=text, truncated=truncated) for value, text, truncated in found):
             if len(row.text) > limit:
                 row.text, row.truncated = row.text[:limit], True
             contents[row.hash] = row

@@ -285,10 +285,7 @@ def calls_by_seq(run: Run, seqs: Iterable[int]) -> dict[int, dict]:
 
 def contents(project_id: int, hashes: Iterable[str]) -> dict[str, str]:
     """Stored item content by hash (only what exists: content may not have been captured)."""
-    wanted = {value for value in hashes if value}
-    if not wanted:
-        return {}
-    return dict(Content.objects.filter(project_id=project_id, hash__in=wanted).values_list("hash", "text"))
+    return dict(Content.objects.by_hash(project_id, hashes, "text"))
 
 
 def last_call_of_turn(run: Run, turn: int) -> Call | None:

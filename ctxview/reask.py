@@ -110,7 +110,7 @@ def _post(url: str, headers: dict[str, str], body: bytes, deadline: float) -> ob
 
 def _contents(project: Project, window: Sequence[Slot]) -> dict[str, str]:
     hashes = {slot.item.hash for slot in window}
-    return dict(Content.objects.filter(project=project, hash__in=hashes).values_list("hash", "text"))
+    return dict(Content.objects.by_hash(project.id, hashes, "text"))
 
 
 def reask_window(

@@ -84,8 +84,7 @@ def _contents(project_id: int, hashes: Iterable[str]) -> dict[str, str]:
     wanted = sorted(set(hashes))
     found: dict[str, str] = {}
     for start in range(0, len(wanted), CONTENT_CHUNK):
-        rows = Content.objects.filter(project_id=project_id, hash__in=wanted[start : start + CONTENT_CHUNK])
-        found.update(rows.values_list("hash", "text"))
+        found.update(Content.objects.by_hash(project_id, wanted[start : start + CONTENT_CHUNK], "text"))
     return found
 
 

@@ -2,7 +2,6 @@
 
 from collections import Counter
 
-from django.db.models.functions import Substr
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
@@ -78,12 +77,7 @@ def _cause_total(call: Call, cache: dict) -> dict | None:
 
 
 def _previews(call: Call, hashes: list[str]) -> dict[str, str]:
-    rows = (
-        Content.objects.filter(project_id=call.project_id, hash__in=set(hashes))
-        .annotate(preview=Substr("text", 1, PREVIEW_CHARS))
-        .values_list("hash", "preview")
-    )
-    return dict(rows)
+    return dict(Content.objects.by_hash(call.project_id, hashes, "text", chars=PREVIEW_CHARS))
 
 
 @ui_view

@@ -131,10 +131,7 @@ class ContentCache:
     def fetch(self, hashes: set[str]) -> None:
         missing = hashes - self.looked_up
         if missing:
-            rows = Content.objects.filter(project_id=self.project_id, hash__in=missing).values_list(
-                "hash", "text"
-            )
-            self.texts.update(rows)
+            self.texts.update(Content.objects.by_hash(self.project_id, missing, "text"))
             self.looked_up |= missing
 
     def contents_for(self, call: Call, state: dict, agent: str | None) -> dict[str, str]:

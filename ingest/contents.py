@@ -7,8 +7,6 @@ counted, so a text is counted once per project, not once per worker process and 
 
 from collections.abc import Iterable
 
-from django.db import connection
-
 from ctxcore.vocabulary import evolve
 from ingest import normalise, tokens
 from ingest.bulk import insert_rows
@@ -119,14 +117,4 @@ def save_contents(batch: Batch, items: Iterable[normalise.Item]) -> dict[str, st
 def _stored(project_id: int, hashes: list[str]) -> dict[str, int | None]:
     """The texts of these hashes the project has stored already, with their token counts (None: not
     counted)."""
-    if connection.vendor == "postgresql":
-        # One text parameter (hashes are hex): the ORM's IN list of ~1,500 parameters took 10-13 ms.
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT hash, tokens FROM ingest_content "
-                "WHERE project_id = %s AND hash = ANY(string_to_array(%s, ','))",
-                [project_id, ",".join(hashes)],
-            )
-            return dict(cursor.fetchall())
-    stored = Content.objects.filter(project_id=project_id, hash__in=hashes)
-    return dict(stored.values_list("hash", "tokens"))
+    return dict(Content.objects.by_hash(project_id, hashes, "tokens"))

@@ -6,8 +6,11 @@ A foreign key with ``db_index=False`` leads a unique constraint or an index of i
 serves every lookup by it: a second index would only cost each insert of the hot tables.
 """
 
+from collections.abc import Iterable
+
 from django.conf import settings
-from django.db import models
+from django.db import connection, models
+from django.db.models.functions import Substr
 from django.utils import timezone
 
 from ctxcore.vocabulary import expand
@@ -599,6 +602,43 @@ class Call(models.Model):
         return {**{name: getattr(self, name) for name in self.EXPORT_FIELDS}, "usage": self.usage_dict()}
 
 
+class ContentManager(models.Manager):
+    # What by_hash may read of each text.
+    COLUMNS = {"text": "text", "tokens": "tokens", "truncated": "truncated"}
+
+    def by_hash(self, project_id: int, hashes: Iterable[str], *columns: str, chars: int | None = None):
+        """``(hash, *columns)`` of the project's stored texts among ``hashes`` (``chars``: the text cut
+        to that many characters).
+
+        PostgreSQL: one probe of the (project, hash) index per hash. With ``hash IN (...)`` the planner
+        weighed the hashes against its statistics of the project's contents, which lag behind a
+        fast-growing table, and read every content row of the project to filter them: 60-110 ms a
+        lookup at 100,000 texts, within a two-minute load, growing with the project."""
+        wanted = sorted({value for value in hashes if value})
+        if not wanted:
+            return []
+        if connection.vendor != "postgresql":
+            rows = self.filter(project_id=project_id, hash__in=wanted)
+            if chars is not None:
+                rows = rows.annotate(text_cut=Substr("text", 1, chars))
+            names = ["text_cut" if name == "text" and chars is not None else name for name in columns]
+            return list(rows.values_list("hash", *names))
+        names = [self.COLUMNS[name] for name in columns]  # only known columns reach the SQL
+        cut = f"left(found.text, {int(chars)})" if chars is not None else "found.text"
+        outer = [cut if name == "text" else f"found.{name}" for name in names]
+        # Hashes are hex: one text parameter is much cheaper to send than an array of ~1,000 quoted ones.
+        as_text = not any("," in value for value in wanted)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {', '.join(['wanted.hash', *outer])}"
+                f" FROM unnest({'string_to_array(%s, %s)' if as_text else '%s::text[]'}) AS wanted(hash)"
+                f" CROSS JOIN LATERAL (SELECT {', '.join(names) or '1'} FROM ingest_content"
+                " WHERE project_id = %s AND hash = wanted.hash LIMIT 1) AS found",
+                [",".join(wanted), ",", project_id] if as_text else [wanted, project_id],
+            )
+            return cursor.fetchall()
+
+
 class Content(models.Model):
     """Item content, stored once per project and hash: a 200-call run does not store its history 200 times."""
 
@@ -607,6 +647,8 @@ class Content(models.Model):
     text = models.TextField()
     truncated = models.BooleanField(default=False)
     tokens = models.PositiveIntegerField(null=True)
+
+    objects = ContentManager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "hash"], name="content_unique")]
