@@ -77,7 +77,13 @@ def call_input(
     call: Call, contents: dict[str, str] | None = None, read_item: ItemReader | None = None
 ) -> CallInput:
     """What the analyses read of a stored call (``contents``: hash -> text, where needed; ``read_item``:
-    a reader shared by the calls of one chunk, so items they share are read once)."""
+    a reader shared by the calls of one chunk, so items they share are read once).
+
+    A call a batch has just derived is read from its Item records, not from their stored dicts again:
+    reading them back is what a stored item makes (its content aside, which no analysis reads)."""
+    made = call.made_items
+    if made is not None:
+        read_item = lambda _stored, position: made[position]  # noqa: E731
     return CallInput.from_dict(
         {
             "seq": call.seq,

@@ -81,6 +81,8 @@ def new_call(batch: Batch, run_id: int | None, record: CallRecord) -> Call:
     # (a lookup per field and keyword) was 4% of a batch's CPU.
     call = Call(*[values[f.attname] if f.attname in values else f.get_default() for f in _CALL_FIELDS])
     call.items = items
+    if record.manifest_source == "derived":  # items of a sender's manifest are read as stored
+        call.made_items = record.items
     return call
 
 

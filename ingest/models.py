@@ -497,6 +497,9 @@ class Call(models.Model):
     _items: list[dict] | None = None
     _items_changed = False
     _items_group: list | None = None
+    # The Item records ``items`` were made of, while the batch that derived them holds the call (None
+    # once the items are set or loaded otherwise): its analysis reads them instead of the stored dicts.
+    made_items: tuple | None = None
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "trace_id", "span_id"], name="call_unique")]
@@ -529,6 +532,7 @@ class Call(models.Model):
     def items(self, value: list[dict]) -> None:
         self._items = list(value)
         self._items_changed = True
+        self.made_items = None
 
     def full_items(self) -> list[dict]:
         """The items with every field and their position (they are stored without defaults)."""

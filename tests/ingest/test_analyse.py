@@ -305,3 +305,40 @@ def test_agent_spans_arriving_a_batch_after_their_calls_leave_what_an_in_order_p
     assert any(finding[1] == "cache_invalidated" for finding in reference["findings"])
     for name, state in states.items():
         assert state == reference, name
+
+
+def test_a_call_a_batch_derived_is_read_as_its_stored_items_would_be_read():
+    """The analysis of calls a batch appends reads the Item records they were derived from; what it
+    reads must be what the stored dicts give back (their content aside: no analysis reads it), for
+    every kind of item, a duplicated message included."""
+    import json
+
+    from ctxcore.vocabulary import evolve
+    from ingest import normalise
+    from ingest.analyse import call_input
+    from ingest.call_rows import Batch, new_call
+    from tests.ingest.test_normalise import OTEL_MESSAGES, TOOLS, fixed_tokens, span
+
+    messages = [*OTEL_MESSAGES, OTEL_MESSAGES[1]]  # the same user message twice: "msg:…#2"
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "gpt-4o",
+        "gen_ai.tool.definitions": json.dumps(TOOLS),
+        "gen_ai.system_instructions": json.dumps([{"type": "text", "content": "Be kind."}]),
+        "gen_ai.input.messages": json.dumps(messages),
+        "gen_ai.usage.input_tokens": 120,
+    }
+    record = normalise.call_record(span(attributes), {}, count=fixed_tokens)
+    assert record.manifest_source == "derived" and {item.kind for item in record.items} >= {
+        "tool", "system", "message", "tool_result"}  # fmt: skip
+    call = new_call(Batch(project_id=1), None, record)
+    call.seq = 1
+    assert call.made_items is record.items
+    made = call_input(call)
+    stored = call.items
+    call.items = stored  # set again: the dicts, as a call read back from the database holds them
+    assert call.made_items is None
+    read = call_input(call)
+    assert made.items != read.items  # the made items still hold their content
+    assert [evolve(item, content=None, content_truncated=False) for item in made.items] == list(read.items)
+    assert evolve(made, items=read.items) == read
