@@ -11,8 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 BUCKETS = ("system", "tools", "conversation", "tool_results", "retrieved", "memory", "summary", "other")
 ROLES = ("system", "user", "assistant", "tool")
 MODES = ("verbatim", "excerpt", "summary", "reference")
@@ -91,37 +89,15 @@ def evolve(instance: Any, **changes: Any) -> Any:
 
 
 def render(value: Any) -> str:
-    """Text of structured content, keeping the sender's key order (a reordering changes the hash)."""
+    """Text of structured content, keeping the sender's key order (a reordering changes the hash).
+
+    The server writes it faster (ingest.rendering), to the same bytes."""
     if isinstance(value, str):
         return value
-    try:
-        plain = _without_floats(value)
-    except RecursionError:  # nested deeper than the check goes: the json module decides
-        plain = False
-    if plain:
-        # orjson writes strings, integers, booleans and null as the json module does (every code point
-        # checked), in a twentieth of the time; floats it writes another way. What it refuses (lone
-        # surrogates, integers over 64 bits, non-string keys, deep nesting) goes to the json module.
-        try:
-            return orjson.dumps(value).decode()
-        except orjson.JSONEncodeError:
-            pass
     return _ENCODER.encode(value)
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-_PLAIN = (str, int, bool)
-
-
-def _without_floats(value: Any) -> bool:
-    """Whether ``value`` holds only dicts, lists, strings, integers, booleans and None."""
-    kind = type(value)
-    if kind is dict or kind is list:
-        for entry in value.values() if kind is dict else value:
-            if type(entry) is not str and not _without_floats(entry):  # most entries are text
-                return False
-        return True
-    return value is None or kind in _PLAIN
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # json.dumps makes one per call
 
 
 @dataclass(frozen=True)

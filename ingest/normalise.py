@@ -9,11 +9,12 @@ call's ordered items, in provider render order: tools, system, messages.
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ctxcore.vocabulary import CONTENT_LIMIT, Item, Usage, digest, render
+from ctxcore.vocabulary import CONTENT_LIMIT, Item, Usage, digest
 from ingest import families, semconv, tokens
 from ingest import manifest as manifest_module
 from ingest.families import AGENT, MODEL_CALL, TOOL, Event, classify, providers
 from ingest.families.messages import is_number, parse_json
+from ingest.rendering import render
 from ingest.usage import normalise_usage, provider_name
 
 __all__ = ["AGENT", "MODEL_CALL", "TOOL", "CallRecord", "Event", "call_record", "classify", "run_key"]
