@@ -618,6 +618,7 @@ class ContentManager(models.Manager):
         weighed the hashes against its statistics of the project's contents, which lag behind a
         fast-growing table, and read every content row of the project to filter them: 60-110 ms a
         lookup at 100,000 texts, within a two-minute load, growing with the project."""
+        names = [self.COLUMNS[name] for name in columns]  # only known columns reach the SQL
         wanted = sorted({value for value in hashes if value})
         if not wanted:
             return []
@@ -625,9 +626,8 @@ class ContentManager(models.Manager):
             rows = self.filter(project_id=project_id, hash__in=wanted)
             if chars is not None:
                 rows = rows.annotate(text_cut=Substr("text", 1, chars))
-            names = ["text_cut" if name == "text" and chars is not None else name for name in columns]
-            return list(rows.values_list("hash", *names))
-        names = [self.COLUMNS[name] for name in columns]  # only known columns reach the SQL
+            cut = ["text_cut" if name == "text" and chars is not None else name for name in names]
+            return list(rows.values_list("hash", *cut))
         cut = f"left(found.text, {int(chars)})" if chars is not None else "found.text"
         outer = [cut if name == "text" else f"found.{name}" for name in names]
         # Hashes are hex: one text parameter is much cheaper to send than an array of ~1,000 quoted ones.
