@@ -607,8 +607,7 @@ class Call(models.Model):
 
 
 class ContentManager(models.Manager):
-    # What by_hash may read of each text.
-    COLUMNS = {"text": "text", "tokens": "tokens", "truncated": "truncated"}
+    COLUMNS = ("text", "tokens", "truncated")  # what by_hash may read of each text
 
     def by_hash(self, project_id: int, hashes: Iterable[str], *columns: str, chars: int | None = None):
         """``(hash, *columns)`` of the project's stored texts among ``hashes`` (``chars``: the text cut
@@ -618,7 +617,9 @@ class ContentManager(models.Manager):
         weighed the hashes against its statistics of the project's contents, which lag behind a
         fast-growing table, and read every content row of the project to filter them: 60-110 ms a
         lookup at 100,000 texts, within a two-minute load, growing with the project."""
-        names = [self.COLUMNS[name] for name in columns]  # only known columns reach the SQL
+        unknown = set(columns) - set(self.COLUMNS)
+        if unknown:  # only known columns reach the SQL
+            raise KeyError(f"by_hash reads {', '.join(self.COLUMNS)}, not {', '.join(sorted(unknown))}")
         wanted = sorted({value for value in hashes if value})
         if not wanted:
             return []
@@ -626,17 +627,17 @@ class ContentManager(models.Manager):
             rows = self.filter(project_id=project_id, hash__in=wanted)
             if chars is not None:
                 rows = rows.annotate(text_cut=Substr("text", 1, chars))
-            cut = ["text_cut" if name == "text" and chars is not None else name for name in names]
+            cut = ["text_cut" if name == "text" and chars is not None else name for name in columns]
             return list(rows.values_list("hash", *cut))
         cut = f"left(found.text, {int(chars)})" if chars is not None else "found.text"
-        outer = [cut if name == "text" else f"found.{name}" for name in names]
+        outer = [cut if name == "text" else f"found.{name}" for name in columns]
         # Hashes are hex: one text parameter is much cheaper to send than an array of ~1,000 quoted ones.
         as_text = not any("," in value for value in wanted)
         with connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT {', '.join(['wanted.hash', *outer])}"
                 f" FROM unnest({'string_to_array(%s, %s)' if as_text else '%s::text[]'}) AS wanted(hash)"
-                f" CROSS JOIN LATERAL (SELECT {', '.join(names) or '1'} FROM ingest_content"
+                f" CROSS JOIN LATERAL (SELECT {', '.join(columns) or '1'} FROM ingest_content"
                 " WHERE project_id = %s AND hash = wanted.hash LIMIT 1) AS found",
                 [",".join(wanted), ",", project_id] if as_text else [wanted, project_id],
             )

@@ -4,7 +4,8 @@ batch task."""
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ingest.models import Call, Finding, Run
+from ingest import agent_sessions
+from ingest.models import Call, Finding, Resource, Run, Span
 from tests import factories, services
 from tests.factories import kv, user_message
 from tests.ingest.test_calls import export_and_wait, live
@@ -246,13 +247,8 @@ def test_the_traces_linking_into_a_batchs_agents_are_found_from_the_linked_roots
     as text read the whole project's spans for each batch; the partial GIN index answers it."""
     from django.db import connection
 
-    from ingest import agent_sessions
-    from ingest.models import Span
-
     if connection.vendor != "postgresql":
         services.require("DATABASE_URL naming PostgreSQL (the index is its own)")
-    from ingest.models import Resource
-
     resource = Resource.objects.create(project=project, hash="r", service_name="s", attributes={})
     with connection.cursor() as cursor:  # 20,000 spans of the project, one root in 61 (none linked)
         cursor.execute(
