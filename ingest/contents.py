@@ -7,7 +7,6 @@ counted, so a text is counted once per project, not once per worker process and 
 
 from collections.abc import Iterable
 
-from ctxcore.vocabulary import evolve
 from ingest import normalise, tokens
 from ingest.bulk import insert_rows
 from ingest.call_rows import Batch
@@ -79,11 +78,12 @@ class BatchTokens:
         """The record with its items' counts (items from a sender's manifest brought their own)."""
         if not asked or record.manifest_source == "explicit":
             return record
-        items = tuple(
-            item.with_tokens(item.tokens + counts[item.hash]) if item.hash in asked else item
-            for item in record.items
-        )
-        return evolve(record, items=items)
+        # Set in place: these items were made for this record by its derive_items, with the count
+        # deferred, and nothing else holds them yet (a copy of each was 2.7% of a batch's CPU).
+        for item in record.items:
+            if item.hash in asked:
+                object.__setattr__(item, "tokens", item.tokens + counts[item.hash])
+        return record
 
 
 def save_contents(batch: Batch, items: Iterable[normalise.Item]) -> dict[str, str]:
