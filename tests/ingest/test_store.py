@@ -2,6 +2,8 @@
 
 import zlib
 
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ingest import calls
@@ -33,6 +35,16 @@ def test_running_the_task_twice_leaves_the_same_end_state(project):
     assert list(Span.objects.order_by("span_id").values_list("span_id", "name", "attributes")) == state
     batch.refresh_from_db()
     assert (batch.status, batch.attempts, len(state)) == ("done", 1, 3)
+
+
+def test_a_processed_batch_keeps_its_body_without_writing_it_again(project):
+    # Writing the unchanged body back stored its few hundred KB anew: the costliest statement of a batch.
+    batch = pending_batch(project)
+    with CaptureQueriesContext(connection) as queries:
+        assert process_batch(batch.id) == "done"
+    updates = [query["sql"] for query in queries if query["sql"].startswith('UPDATE "ingest_rawbatch"')]
+    assert len(updates) == 1 and '"body"' not in updates[0]
+    assert bytes(RawBatch.objects.get(id=batch.id).body) == bytes(batch.body)
 
 
 def test_two_batches_with_the_same_spans_store_them_once(project):
