@@ -82,9 +82,18 @@ _DICTIONARIES = {1: _ANALYSIS_SAMPLE}
 _DICTIONARY = 1
 
 
+# A 2 KB window (the dictionary and a value of up to ~1.4 KB) and small hash tables: zlib's default
+# state is 256 KB, set up anew for each value, and was two thirds of the time packing one took
+# (18 -> 7 us a call, the same bytes for a typical analysis). Read with any window: rows packed with
+# the default one read as before.
+_WINDOW_BITS, _MEMORY_LEVEL = 11, 3
+
+
 def pack_json(value) -> bytes:
     """JSON, deflated against a preset dictionary."""
-    compressor = zlib.compressobj(6, zlib.DEFLATED, -15, zdict=_DICTIONARIES[_DICTIONARY])
+    compressor = zlib.compressobj(
+        6, zlib.DEFLATED, -_WINDOW_BITS, _MEMORY_LEVEL, zdict=_DICTIONARIES[_DICTIONARY]
+    )
     return bytes([_DICTIONARY]) + compressor.compress(orjson.dumps(value)) + compressor.flush()
 
 

@@ -1,7 +1,9 @@
-"""The item-list codec: what changed since a base list, and back."""
+"""The item-list codec: what changed since a base list, and back; packed JSON."""
 
 import random
+import zlib
 
+import orjson
 import pytest
 
 from ingest import compact
@@ -69,3 +71,14 @@ def test_random_edits_always_rebuild():
 def test_a_copy_beyond_the_base_is_refused():
     with pytest.raises(ValueError, match="base"):
         compact.decode([item("a")], [0, 2], [])
+
+
+def test_packed_json_reads_back_whatever_its_size_and_whichever_window_packed_it():
+    small = {"buckets": {"total": 920}, "cache": {"broke": False}, "conflicts": []}
+    large = {**small, "conflicts": [{"item_id": f"msg:{n}", "versions": [n, n + 1]} for n in range(500)]}
+    for value in (small, large, None, [1, "é", 2.5]):
+        assert compact.unpack_json(compact.pack_json(value)) == value
+    # Rows written before the window was made smaller: zlib's default window.
+    compressor = zlib.compressobj(6, zlib.DEFLATED, -15, zdict=compact._DICTIONARIES[1])
+    old = bytes([1]) + compressor.compress(orjson.dumps(large)) + compressor.flush()
+    assert compact.unpack_json(old) == large
