@@ -279,7 +279,7 @@ def _new_records(batch: Batch, records: list[CallRecord]) -> list[CallRecord]:
         Call.objects.filter(
             project_id=batch.project_id,
             trace_id__in={record.trace_id for record in records},
-            span_id__in={record.span_id for record in records},
+            span_id__any_of={record.span_id for record in records},
         ).values_list("trace_id", "span_id")
     )
     new = {}

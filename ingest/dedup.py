@@ -90,11 +90,10 @@ def _may_be_one_request(records: list[CallRecord]) -> Q:
     parents_without_id = {record.parent_span_id for record in without_id if record.parent_span_id}
     spans_without_id = {record.span_id for record in without_id}
     return (
-        Q(response_id__in=response_ids)
-        | Q(span_id__in=parents_without_id)
-        | Q(parent_span_id__in=spans_without_id | parents_without_id)
-        | Q(response_id="")
-        & (Q(span_id__in=parents) | Q(parent_span_id__in=spans) | Q(parent_span_id__in=parents))
+        Q(response_id__any_of=response_ids)
+        | Q(span_id__any_of=parents_without_id)
+        | Q(parent_span_id__any_of=spans_without_id | parents_without_id)
+        | Q(response_id="") & (Q(span_id__any_of=parents) | Q(parent_span_id__any_of=spans | parents))
     )
 
 

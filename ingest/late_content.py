@@ -51,7 +51,7 @@ def forget_event_content(batch: Batch, keys: list[tuple[str, str]]) -> None:
         LogRecord.objects.filter(
             project_id=batch.project_id,
             trace_id__in={trace for trace, _ in keys},
-            span_id__in={span for _, span in keys},
+            span_id__any_of={span for _, span in keys},
             event_name__in=CONTENT_LOG_EVENTS,
         ).update(body=None, attributes={"ctxview.content_dropped": True})
 
@@ -66,7 +66,7 @@ def content_events(batch: Batch, keys: list[tuple[str, str]]) -> dict[tuple[str,
         LogRecord.objects.filter(
             project_id=batch.project_id,
             trace_id__in={trace_id for trace_id, _ in keys},
-            span_id__in={span_id for _, span_id in keys},
+            span_id__any_of={span_id for _, span_id in keys},
             event_name__in=CONTENT_LOG_EVENTS,
         )
         .order_by("time_unix_nano", "observed_time_unix_nano", "id")
@@ -93,7 +93,7 @@ def join_log_events(batch: Batch, rows: list[dict]) -> set[int]:
     candidates = Call.objects.filter(
         project_id=batch.project_id,
         trace_id__in={trace for trace, _ in keys},
-        span_id__in={span for _, span in keys},
+        span_id__any_of={span for _, span in keys},
         content_captured=False,
     ).exclude(manifest_source="explicit")
     calls = [call for call in candidates if (call.trace_id, call.span_id) in keys]
@@ -136,7 +136,7 @@ def stored_spans(project_id: int, keys: list[tuple[str, str]]) -> dict:
     spans = Span.objects.filter(
         project_id=project_id,
         trace_id__in={trace for trace, _ in keys},
-        span_id__in={span for _, span in keys},
+        span_id__any_of={span for _, span in keys},
     ).select_related("resource")
     return {(span.trace_id, span.span_id): span for span in spans}
 
