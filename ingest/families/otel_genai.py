@@ -115,7 +115,7 @@ def system(attributes: dict, content: dict) -> Read:
         return None, []
     if isinstance(value, str):
         return [{"type": "text", "content": value}], [SYSTEM_INSTRUCTIONS]
-    if isinstance(value, dict):
+    if not isinstance(value, list):  # one part: an object, or a number or boolean sent as it was
         value = [value]
     return [block_part(part) for part in value], [SYSTEM_INSTRUCTIONS]
 

@@ -263,6 +263,17 @@ def test_system_instructions_and_a_legacy_span_event_prompt():
     assert record.moved_keys == ("gen_ai.system_instructions",)
 
 
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(-809, "-809"), (2.5, "2.5"), (True, "true"), ({"type": "text", "content": "Rules."}, "Rules.")],
+)
+def test_system_instructions_sent_as_one_value_are_one_system_part(value, text):
+    # Found by tests/fuzz/test_normalise.py: an integer here was iterated over, and the batch failed.
+    attributes = {"gen_ai.operation.name": "chat", "gen_ai.system_instructions": value}
+    record = normalise.call_record(span(attributes), {}, count=fixed_tokens)
+    assert [item.content for item in record.items if item.kind == "system"] == [text]
+
+
 def test_content_from_a_details_log_event():
     details = normalise.Event(
         "gen_ai.client.inference.operation.details",
