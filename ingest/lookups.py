@@ -21,6 +21,13 @@ class AnyOf(models.Lookup):
         if connection.vendor != "postgresql":
             return In(self.lhs, values).as_sql(compiler, connection)
         lhs, lhs_params = self.process_lhs(compiler, connection)
-        if all(value and "," not in value for value in values):
-            return f"{lhs} = ANY(string_to_array(%s, ','))", [*lhs_params, ",".join(values)]
-        return f"{lhs} = ANY(%s::text[])", [*lhs_params, values]
+        array, params = text_array(values)
+        return f"{lhs} = ANY({array})", [*lhs_params, *params]
+
+
+def text_array(values: list[str]) -> tuple[str, list]:
+    """PostgreSQL: an array of these strings as SQL and its parameters, sent as one text parameter
+    when no value is empty or holds a comma (much cheaper than an array of ~1,000 quoted ones)."""
+    if all(value and "," not in value for value in values):
+        return "string_to_array(%s, ',')", [",".join(values)]
+    return "%s::text[]", [values]

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from ctxcore.vocabulary import expand
 from ingest import compact, otlp
+from ingest.lookups import text_array
 from ingest.redact import DEFAULT_PATTERNS, Redactor
 
 
@@ -631,15 +632,14 @@ class ContentManager(models.Manager):
             return list(rows.values_list("hash", *cut))
         cut = f"left(found.text, {int(chars)})" if chars is not None else "found.text"
         outer = [cut if name == "text" else f"found.{name}" for name in columns]
-        # Hashes are hex: one text parameter is much cheaper to send than an array of ~1,000 quoted ones.
-        as_text = not any("," in value for value in wanted)
+        array, params = text_array(wanted)
         with connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT {', '.join(['wanted.hash', *outer])}"
-                f" FROM unnest({'string_to_array(%s, %s)' if as_text else '%s::text[]'}) AS wanted(hash)"
+                f" FROM unnest({array}) AS wanted(hash)"
                 f" CROSS JOIN LATERAL (SELECT {', '.join(columns) or '1'} FROM ingest_content"
                 " WHERE project_id = %s AND hash = wanted.hash LIMIT 1) AS found",
-                [",".join(wanted), ",", project_id] if as_text else [wanted, project_id],
+                [*params, project_id],
             )
             return cursor.fetchall()
 
