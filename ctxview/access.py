@@ -1,8 +1,10 @@
 """Who may see what: a user sees the projects they belong to; a superuser sees every project."""
 
+from django.conf import settings
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest
 
+from ctxview.models import OutboundGrant
 from ingest.keys import key_from_request, project_for_key
 from ingest.models import Call, Membership, Project, Run
 
@@ -78,3 +80,19 @@ def api_projects(request: HttpRequest) -> QuerySet[Project]:
     if request.user.is_authenticated:
         return projects_for_user(request.user)
     raise NotAuthenticated("send 'Authorization: Bearer <key>' or log in")
+
+
+def outbound_off(project: Project) -> str | None:
+    """Why the server may not call out for ``project`` (None: it may): the operator's switch for the
+    instance, then an instance admin's grant for the project (anyone may create a project)."""
+    if not settings.CTXVIEW_OUTBOUND_ENABLED:
+        return (
+            "outbound calls are off on this instance (an operator turns them on with "
+            "CTXVIEW_OUTBOUND_ENABLED)"
+        )
+    if not OutboundGrant.objects.filter(project=project).exists():
+        return (
+            "this project may not make the server call out until an instance admin allows it on its "
+            "settings page"
+        )
+    return None

@@ -122,11 +122,26 @@ class Probe(models.Model):
         return {"id": self.id, "kind": self.kind, "value": self.value, "standing": False}
 
 
+class OutboundGrant(models.Model):
+    """An instance admin's leave for a project to make the server call out (re-ask its endpoint).
+
+    Without it a project's admins cannot set an endpoint: anyone may create a project, and the server's
+    network is the operator's to open, one project at a time (``CTXVIEW_OUTBOUND_ENABLED`` for all)."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="outbound_grant")
+    granted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    granted_at = models.DateTimeField(default=timezone.now)
+
+
 class ReaskEndpoint(models.Model):
     """The model endpoint a project's replays may re-ask (off until an admin sets it).
 
     The key is needed to call the endpoint, so unlike an ingest key it cannot be kept as a hash: it is
-    written here, never read back out: pages and the API show only its last characters."""
+    stored sealed (``ctxview.sealing``), is bound to the provider and base URL it was given with (a
+    change of either needs the key again), and is never read back out: pages and the API show only its
+    last characters (``key_hint``)."""
 
     class Provider(models.TextChoices):
         ANTHROPIC = "anthropic"
@@ -135,7 +150,8 @@ class ReaskEndpoint(models.Model):
     project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="reask_endpoint")
     provider = models.CharField(max_length=16, choices=Provider.choices)
     base_url = models.CharField(max_length=500)
-    api_key = models.CharField(max_length=500)
+    sealed_key = models.TextField()
+    key_hint = models.CharField(max_length=8, default="")
     model = models.CharField(max_length=200)
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
@@ -144,7 +160,11 @@ class ReaskEndpoint(models.Model):
 
     @property
     def masked_key(self) -> str:
-        return f"…{self.api_key[-4:]}" if len(self.api_key) >= 12 else "…"
+        return f"…{self.key_hint}"
+
+    @staticmethod
+    def hint_of(key: str) -> str:
+        return key[-4:] if len(key) >= 12 else ""
 
     def to_dict(self) -> dict:
         return {

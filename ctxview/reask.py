@@ -6,19 +6,18 @@ an expected pattern. The pattern is compiled with RE2 as the redaction patterns 
 model's answer). Every failure is a sentence for the page, never an exception out of here.
 """
 
-import http.client
 import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import re2
+from django.conf import settings
 
 from ctxcore.replay.policies import Slot
 from ctxcore.replay.reask import ReaskError, answer_text, conversation, phrasings, request, score, tally
-from ctxview.access import has_role
+from ctxview import outbound, sealing
+from ctxview.access import has_role, outbound_off
 from ctxview.models import ReaskEndpoint
 from ingest.models import Content, Membership, Project
 from ingest.redact import _re2_error
@@ -27,9 +26,9 @@ NOT_CONFIGURED = (
     "re-ask is off for this project: an admin sets a model endpoint (provider, base URL, key, model) "
     "on the project's settings page"
 )
-TIMEOUT_SECONDS = 30  # one answer
-# All the answers of one request: policies x phrasings could otherwise hold a page for many minutes.
-TOTAL_SECONDS = 90
+TIMEOUT_SECONDS = 30  # the longest wait for any one read of an answer
+# All the answers of one request share CTXVIEW_REASK_DEADLINE_SECONDS: policies x phrasings could
+# otherwise hold a page for many minutes.
 MAX_RESPONSE_BYTES = 1_000_000
 MAX_EXPECTED = 500
 
@@ -76,6 +75,9 @@ def endpoint_of(project: Project) -> ReaskEndpoint | None:
 def endpoint_for(user, project: Project) -> tuple[ReaskEndpoint | None, str]:
     """The endpoint ``user`` may re-ask through, or None and why not: a question costs the project tokens,
     so a viewer or an ingest key (no logged-in user) reads the replay but sends nothing."""
+    off = outbound_off(project)
+    if off:
+        return None, f"re-ask is off: {off}"
     endpoint = endpoint_of(project)
     if endpoint is None:
         return None, NOT_CONFIGURED
@@ -85,23 +87,15 @@ def endpoint_for(user, project: Project) -> tuple[ReaskEndpoint | None, str]:
 
 
 def _post(url: str, headers: dict[str, str], body: bytes, deadline: float) -> object:
-    left = min(TIMEOUT_SECONDS, deadline - time.monotonic())
-    if left <= 0:
-        raise ReaskError(f"out of time: a re-ask gets {TOTAL_SECONDS} seconds for all its answers")
-    call = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    if deadline - time.monotonic() <= 0:
+        seconds = settings.CTXVIEW_REASK_DEADLINE_SECONDS
+        raise ReaskError(f"out of time: a re-ask gets {seconds} seconds for all its answers")
     try:
-        with urllib.request.urlopen(call, timeout=left) as response:
-            data = response.read(MAX_RESPONSE_BYTES + 1)
-    except urllib.error.HTTPError as exc:
-        try:
-            detail = exc.read(300).decode("utf-8", "replace")
-        except (OSError, http.client.HTTPException):
-            detail = "(no body)"
-        raise ReaskError(f"the endpoint answered HTTP {exc.code}: {detail}") from None
-    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
-        raise ReaskError(f"the endpoint could not be reached: {getattr(exc, 'reason', exc)}") from None
-    if len(data) > MAX_RESPONSE_BYTES:
-        raise ReaskError(f"the endpoint's answer is longer than {MAX_RESPONSE_BYTES:,} bytes")
+        data = outbound.post(
+            url, headers, body, deadline=deadline, max_bytes=MAX_RESPONSE_BYTES, per_read=TIMEOUT_SECONDS
+        )
+    except outbound.OutboundRefused as exc:
+        raise ReaskError(str(exc)) from None
     try:
         return json.loads(data)
     except (ValueError, RecursionError):
@@ -120,13 +114,19 @@ def reask_window(
     "reason": str | None}`` (None with the reason when the window cannot be sent or the endpoint fails)."""
     try:
         system, messages = conversation(window, _contents(endpoint.project, window))
+        try:
+            key = sealing.unseal(endpoint.sealed_key)
+        except sealing.Unreadable:
+            raise ReaskError(
+                "the stored key can no longer be read (the encryption key changed): an admin enters it again"
+            ) from None
         answers = []
         for phrasing in question.phrasings:
             url, headers, body = request(
                 endpoint.provider,
                 endpoint.base_url,
                 endpoint.model,
-                endpoint.api_key,
+                key,
                 system,
                 messages,
                 phrasing,
@@ -139,9 +139,19 @@ def reask_window(
 
 
 def reask_replay(endpoint: ReaskEndpoint, result: dict, question: Question) -> dict[str, dict]:
-    """Each policy of a replay (made keeping the query call's window) re-asked, by policy spec."""
-    seq, deadline = result["query_seq"], time.monotonic() + TOTAL_SECONDS
-    return {
-        entry["policy"]: reask_window(endpoint, entry["windows"].get(seq, []), question, deadline)
-        for entry in result["policies"]
-    }
+    """Each policy of a replay (made keeping the query call's window) re-asked, by policy spec. One
+    re-ask per project at a time, a few per process (``outbound.reserve``): the answers wait on another
+    server, and the web tier's threads must stay free for pages."""
+    seconds = settings.CTXVIEW_REASK_DEADLINE_SECONDS
+    seq, deadline = result["query_seq"], time.monotonic() + seconds
+    try:
+        with outbound.reserve(f"project:{endpoint.project_id}", seconds):
+            return {
+                entry["policy"]: reask_window(endpoint, entry["windows"].get(seq, []), question, deadline)
+                for entry in result["policies"]
+            }
+    except outbound.Busy as exc:
+        return {
+            entry["policy"]: {"reask": None, "answers": [], "reason": str(exc)}
+            for entry in result["policies"]
+        }

@@ -230,3 +230,17 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-pending-batches": {"task": "ingest.tasks.sweep_batches_task", "schedule": 60.0},
     "apply-retention": {"task": "ingest.tasks.apply_retention_task", "schedule": 3600.0},
 }
+
+# --- Outbound calls (re-ask; ctxview/outbound.py) -------------------------------------------------
+# Off: no project may set or use a model endpoint. On: a project may once an instance admin (a
+# superuser) allowed it on the project's settings page or with `manage.py outbound allow SLUG`.
+CTXVIEW_OUTBOUND_ENABLED = env_bool("CTXVIEW_OUTBOUND_ENABLED", False)
+# Hosts or CIDR networks the server may call although they are loopback, link-local or private
+# (e.g. a model gateway inside your network: "llm-gateway.corp,10.20.0.0/16").
+CTXVIEW_OUTBOUND_ALLOW = env_list("CTXVIEW_OUTBOUND_ALLOW", [])
+# Outbound jobs (one re-ask, all its answers) one process runs at once; a project runs one at a time.
+CTXVIEW_OUTBOUND_MAX_CONCURRENT = env_int("CTXVIEW_OUTBOUND_MAX_CONCURRENT", 2, minimum=1)
+# All the answers of one re-ask share this deadline, whatever the endpoint does.
+CTXVIEW_REASK_DEADLINE_SECONDS = env_int("CTXVIEW_REASK_DEADLINE_SECONDS", 90, minimum=1)
+# Seals stored secrets (ctxview/sealing.py); by default derived from the secret key.
+CTXVIEW_ENCRYPTION_KEY = env_str("CTXVIEW_ENCRYPTION_KEY")

@@ -6,6 +6,7 @@ viewers read, editors write notes, labels and bookmarks, admins change the proje
 
 import json
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -15,8 +16,15 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from ctxview import queries, writes
-from ctxview.access import get_project_for_user, get_run_for_user, has_role, role_at_least, role_of
-from ctxview.models import Bookmark, NoteRevision, ReaskEndpoint
+from ctxview.access import (
+    get_project_for_user,
+    get_run_for_user,
+    has_role,
+    outbound_off,
+    role_at_least,
+    role_of,
+)
+from ctxview.models import Bookmark, NoteRevision, OutboundGrant, ReaskEndpoint
 from ctxview.views_common import render_page
 from ingest.analyse import config_for
 from ingest.models import Call, Membership, Run
@@ -214,6 +222,10 @@ def project_settings(request: HttpRequest, slug: str) -> HttpResponse:
         "roles": Membership.Role.choices,
         "reask_endpoint": ReaskEndpoint.objects.filter(project=project).first(),
         "providers": ReaskEndpoint.Provider.values,
+        "outbound_off": outbound_off(project),
+        "outbound_enabled": settings.CTXVIEW_OUTBOUND_ENABLED,
+        "outbound_granted": OutboundGrant.objects.filter(project=project).exists(),
+        "reask_deadline": settings.CTXVIEW_REASK_DEADLINE_SECONDS,
     }
     return render_page(request, "ctxview/settings.html", {**context, "title": f"Settings · {project.name}"})
 
@@ -270,12 +282,22 @@ def _reask(data, project, user) -> None:
     )
 
 
+def _outbound(data, project, user) -> None:
+    if not user.is_superuser:
+        raise writes.Refused("only an instance admin (a superuser) lets a project make the server call out")
+    if data.get("allow") == "1":
+        writes.grant_outbound(project, user)
+    else:
+        writes.revoke_outbound(project)
+
+
 SETTINGS_ACTIONS = {
     "policy": _policy,
     "prices": _prices,
     "add_member": _add_member,
     "remove_member": _remove_member,
     "reask": _reask,
+    "outbound": _outbound,
 }
 
 

@@ -13,8 +13,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from ctxcore.analysis import prices
-from ctxview.access import has_role
-from ctxview.models import Bookmark, Label, Note, NoteRevision, ReaskEndpoint
+from ctxview import outbound, sealing
+from ctxview.access import has_role, outbound_off
+from ctxview.models import Bookmark, Label, Note, NoteRevision, OutboundGrant, ReaskEndpoint
 from ingest.analyse import invalidate
 from ingest.models import Call, Membership, Project, Run
 from ingest.redact import PatternError, Redactor
@@ -210,27 +211,40 @@ def reanalyse(project: Project) -> None:
 
 
 def set_reask_endpoint(project: Project, user, *, provider, base_url, model, key="") -> ReaskEndpoint:
-    """The endpoint the project's replays may re-ask; an empty key keeps the one already set (a page
-    never shows it back, so a form cannot resend it)."""
+    """The endpoint the project's replays may re-ask. The base URL must be one the server may call
+    (``ctxview.outbound``); an empty key keeps the one already set only while the provider and base URL
+    stay the same (a page never shows the key back, so a form cannot resend it, and a key must never
+    reach a host it was not given for)."""
+    off = outbound_off(project)
+    if off:
+        raise Refused(off, 403)
     if provider not in ReaskEndpoint.Provider.values:
         raise Refused(f"provider must be one of {', '.join(ReaskEndpoint.Provider.values)}")
     base_url = text(base_url, "base_url", 500)
-    if not base_url.startswith(("http://", "https://")) or any(c.isspace() for c in base_url):
-        raise Refused("base_url must be an http(s) URL")
+    try:
+        outbound.check_url(base_url)
+    except outbound.OutboundRefused as exc:
+        raise Refused(f"base_url: {exc}") from None
     model = text(model, "model", 200)
     key = text(key, "key", 500, required=False)
-    current = ReaskEndpoint.objects.filter(project=project).first()
-    if not key and current is None:
-        raise Refused("key must be given the first time")
     if any(c.isspace() or not c.isprintable() for c in key):
         raise Refused("key must not contain spaces or control characters")
+    current = ReaskEndpoint.objects.filter(project=project).first()
+    if not key:
+        if current is None:
+            raise Refused("key must be given the first time")
+        if (current.provider, current.base_url) != (provider, base_url):
+            raise Refused(
+                "key must be given again: a key is kept only for the provider and base URL it was set with"
+            )
+    sealed = {"sealed_key": sealing.seal(key), "key_hint": ReaskEndpoint.hint_of(key)} if key else {}
     endpoint, _ = ReaskEndpoint.objects.update_or_create(
         project=project,
         defaults={
             "provider": provider,
             "base_url": base_url,
             "model": model,
-            "api_key": key or current.api_key,
+            **sealed,
             "updated_by": user,
             "updated_at": timezone.now(),
         },
@@ -240,6 +254,18 @@ def set_reask_endpoint(project: Project, user, *, provider, base_url, model, key
 
 def remove_reask_endpoint(project: Project) -> None:
     ReaskEndpoint.objects.filter(project=project).delete()
+
+
+def grant_outbound(project: Project, user) -> None:
+    """An instance admin lets the project call out (its admins may then set an endpoint)."""
+    OutboundGrant.objects.get_or_create(project=project, defaults={"granted_by": user})
+
+
+def revoke_outbound(project: Project) -> None:
+    """Takes the grant back; the endpoint and its key go with it, so nothing is sent until granted again."""
+    with transaction.atomic():
+        OutboundGrant.objects.filter(project=project).delete()
+        ReaskEndpoint.objects.filter(project=project).delete()
 
 
 def add_member(project: Project, *, username, role) -> Membership:

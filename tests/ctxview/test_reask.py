@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ctxcore.replay import parse
-from ctxview import writes
-from ctxview.models import ReaskEndpoint
+from ctxview import sealing, writes
+from ctxview.models import OutboundGrant, ReaskEndpoint
 from ctxview.reask import question_from, reask_window
 from ctxview.replay import replay_run, run_calls
 from ctxview.writes import Refused
@@ -59,6 +59,15 @@ class FakeProvider(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+@pytest.fixture(autouse=True)
+def outbound_allowed(settings, inspect, db):
+    """The operator turned outbound calls on, allowed the fakes' loopback address, and granted the
+    project (tests/ctxview/test_outbound.py tests each rule)."""
+    settings.CTXVIEW_OUTBOUND_ENABLED = True
+    settings.CTXVIEW_OUTBOUND_ALLOW = ["127.0.0.1"]
+    OutboundGrant.objects.create(project=inspect.incident.project)
 
 
 @pytest.fixture
@@ -199,7 +208,7 @@ def test_a_reask_past_its_deadline_sends_nothing_more(inspect, db, fake):
         provider="anthropic",
         base_url=f"http://127.0.0.1:{fake.server_port}",
         model="m",
-        api_key=KEY,
+        sealed_key=sealing.seal(KEY),
     )
     question = question_from(["a?"], "b")
     result = reask_window(endpoint, [], question, deadline=time.monotonic() - 1)
@@ -231,7 +240,7 @@ def test_setting_the_endpoint_is_checked_and_a_blank_key_keeps_the_old_one(inspe
         writes.set_reask_endpoint(project, user, **given)
     for change, message in (
         ({"provider": "gemini"}, "provider must be one of anthropic, openai"),
-        ({"base_url": "file:///etc/passwd"}, "base_url must be an http"),
+        ({"base_url": "file:///etc/passwd"}, "base_url: the URL must be an http"),
         ({"model": " "}, "model must be a non-empty string"),
         ({"key": "a b"}, "key must not contain spaces"),
     ):
@@ -240,7 +249,12 @@ def test_setting_the_endpoint_is_checked_and_a_blank_key_keeps_the_old_one(inspe
     writes.set_reask_endpoint(project, user, **given, key=KEY)
     writes.set_reask_endpoint(project, user, **{**given, "model": "other"})
     endpoint = ReaskEndpoint.objects.get(project=project)
-    assert (endpoint.api_key, endpoint.model, endpoint.to_dict()["key"]) == (KEY, "other", "…cdef")
+    assert (sealing.unseal(endpoint.sealed_key), endpoint.model, endpoint.to_dict()["key"]) == (
+        KEY,
+        "other",
+        "…cdef",
+    )
+    assert KEY not in endpoint.sealed_key
     writes.remove_reask_endpoint(project)
     assert not ReaskEndpoint.objects.filter(project=project).exists()
 
