@@ -408,3 +408,23 @@ def test_the_outbound_command_lists_allows_and_revokes(db, capsys):
     assert "outbound calls on this instance: on" in printed and "cmd\tallowed" in printed
     call_command("outbound", "revoke", "cmd")
     assert not OutboundGrant.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_key_stored_in_the_clear_before_is_sealed_by_the_migration():
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("ctxview", "0003_reask_endpoint")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    project = old.get_model("ingest", "Project").objects.create(slug="old", name="old")
+    old.get_model("ctxview", "ReaskEndpoint").objects.create(
+        project_id=project.id, provider="openai", base_url="https://api.openai.com/v1", api_key=KEY, model="m"
+    )
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    endpoint = ReaskEndpoint.objects.get(project_id=project.id)
+    assert sealing.unseal(endpoint.sealed_key) == KEY and KEY not in endpoint.sealed_key
+    assert endpoint.masked_key == "…cdef"
