@@ -133,11 +133,32 @@ def _literal(host: str):
     return ipaddress.ip_address(found[0][4][0].split("%")[0]) if found else None
 
 
-def addresses(target: Target, unresolved_ok: bool = False) -> list[str]:
+def _resolve(host: str, port: int, seconds: float) -> list:
+    """getaddrinfo within ``seconds``: the resolver's own timeouts may be far longer than a deadline.
+    A lookup past it is left to finish in its daemon thread, its answer unused."""
+    answer: list = []
+
+    def lookup():
+        try:
+            answer.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except (OSError, UnicodeError) as exc:
+            answer.append(exc)
+
+    thread = threading.Thread(target=lookup, daemon=True)
+    thread.start()
+    thread.join(max(0.0, seconds))
+    if not answer:
+        raise OutboundRefused(f"out of time: {host} was not resolved by the deadline")
+    if isinstance(answer[0], BaseException):
+        raise answer[0]
+    return answer[0]
+
+
+def addresses(target: Target, unresolved_ok: bool = False, seconds: float = 10) -> list[str]:
     """The addresses the server may connect to for ``target``, all checked; OutboundRefused names the
     first that is not allowed. ``unresolved_ok``: a name that does not resolve here passes with no
     address (a form saved for a name that resolves only where the server will run; the call checks
-    again)."""
+    again). The name is resolved within ``seconds``."""
     names, _ = _allowed()
     host = target.host
     by_name = host in names
@@ -148,8 +169,8 @@ def addresses(target: Target, unresolved_ok: bool = False) -> list[str]:
         found = [literal]
     else:
         try:
-            infos = socket.getaddrinfo(host, target.port, type=socket.SOCK_STREAM)
-        except (socket.gaierror, UnicodeError) as exc:
+            infos = _resolve(host, target.port, seconds)
+        except (OSError, UnicodeError) as exc:
             if unresolved_ok:
                 return []
             raise OutboundRefused(f"{host} could not be resolved ({getattr(exc, 'strerror', exc)})") from None
@@ -223,7 +244,7 @@ def post(
     target = target_of(url)
     if time.monotonic() >= deadline:
         raise OutboundRefused("out of time before the call was made")
-    address = addresses(target)[0]
+    address = addresses(target, seconds=deadline - time.monotonic())[0]
     left = deadline - time.monotonic()
     kind = _PinnedHTTPS if target.scheme == "https" else _PinnedHTTP
     # The watchdog ends the call at the deadline; a socket timeout a little past it only catches a
