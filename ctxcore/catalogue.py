@@ -22,6 +22,11 @@ class Cause:
     help: str
     fix: str
 
+    @property
+    def detail_template(self) -> str:
+        """The template that shows this cause's details on a call's page (templates/causes/)."""
+        return f"causes/{self.name}.html"
+
 
 @dataclass(frozen=True)
 class FindingType:

@@ -25,6 +25,12 @@ PREVIEW_CHARS = 160
 CONTENT_SHOWN = 65_536
 
 
+def _detail_template(cause: str | None) -> str | None:
+    """The cause's own template of details (``templates/causes/``); None for no or an unknown cause."""
+    entry = catalogue.CAUSES.get(cause) if cause else None
+    return entry.detail_template if entry else None
+
+
 def _invalidation(call: Call, items: list[dict], cache: dict) -> dict | None:
     """The invalidating item against the same position of the call whose cache was broken, with a diff.
 
@@ -35,6 +41,7 @@ def _invalidation(call: Call, items: list[dict], cache: dict) -> dict | None:
     result = {
         "cause": cache.get("cause"),
         "cause_help": catalogue.cause_help(cache.get("cause")),
+        "detail_template": _detail_template(cache.get("cause")),
         "detail": detail,
         "reference_seq": cache.get("reference_seq"),
         "reference": None,
@@ -118,6 +125,8 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
         "hidden_rows": len(table["rows"]) - len(shown),
         "strip": shapes.prefix_strip(table["rows"], cache),
         "invalidation": _invalidation(call, items, cache),
+        # A cause that is not a break (below the minimum) still says why nothing was cached.
+        "cache_detail_template": _detail_template(cache.get("cause")) if not cache.get("broke") else None,
         "cause_total": _cause_total(call, cache),
         "excluded": excluded,
         "excluded_reasons": reasons.most_common(),

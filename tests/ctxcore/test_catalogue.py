@@ -2,6 +2,7 @@
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,18 @@ def test_every_finding_type_is_complete(entry):
 def test_every_cause_is_complete(entry):
     assert entry.title and entry.help and entry.fix.endswith(".")
     assert entry.area in (None, "model", "tools", "system", "history")
+    assert (ROOT / "templates" / entry.detail_template).is_file(), f"no template {entry.detail_template}"
+
+
+def test_no_template_branches_on_a_cause_by_name():
+    """A cause's details live in its own template, so a new cause is one file, not an elif to find."""
+    branching = re.compile(r"\.cause\s*==")
+    found = [
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "templates").rglob("*.html")
+        if branching.search(path.read_text())
+    ]
+    assert found == [], found
 
 
 def test_a_finding_s_fix_is_its_cause_s_when_it_carries_one():
