@@ -77,6 +77,17 @@ def time_param(
         return datetime.min.replace(tzinfo=UTC) if parsed.year == 1 else datetime.max.replace(tzinfo=UTC)
 
 
+def page_count(total: int, size: int) -> int:
+    """Pages of ``size`` that ``total`` rows fill; an empty list still has its one (empty) page."""
+    return max(1, -(-total // size))
+
+
+def check_page(page: int, pages: int, name: str, of: str) -> None:
+    """A page past the last is a BadParameter that says how many there are (``of``: "this run's calls")."""
+    if page > pages:
+        raise BadParameter(f"{name} {page} does not exist: {of} fill {pages} page{'' if pages == 1 else 's'}")
+
+
 def choice_param(query: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
     """One of ``choices`` from the query string; missing gives ``default``."""
     value = (query.get(name) or "").strip()

@@ -18,7 +18,7 @@ from django_htmx.http import HttpResponseLocation
 from ctxcore import catalogue
 from ctxview import queries, search, throttle
 from ctxview.access import get_project_for_user, get_run_for_user, has_role, projects_for_user
-from ctxview.params import BadParameter, int_param, jump_target
+from ctxview.params import BadParameter, check_page, int_param, jump_target
 from ctxview.shapes import runs as runs_query
 from ctxview.views_common import bad_request, render_page, ui_view
 from ingest.keys import create_key
@@ -137,8 +137,7 @@ def runs(request: HttpRequest, slug: str) -> HttpResponse:
         request.GET, choices["services"], choices["models"], choices["finding_types"], choices["labels"]
     )
     paginator = Paginator(queries.runs(project, filters), runs_query.PAGE_SIZE)
-    if filters["page"] > paginator.num_pages:
-        raise BadParameter(f"page {filters['page']} does not exist: there are {paginator.num_pages} page(s)")
+    check_page(filters["page"], paginator.num_pages, "page", "the runs found")
     page = paginator.page(filters["page"])
     rows = list(page.object_list)
     ids = [run.id for run in rows]

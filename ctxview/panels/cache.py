@@ -5,7 +5,7 @@ from typing import Any
 
 from ctxcore import catalogue
 from ctxview.panels.base import Panel
-from ctxview.params import BadParameter, int_param
+from ctxview.params import check_page, int_param, page_count
 from ctxview.shapes import palette
 from ctxview.shapes.plot import axis, base_layout, config, count_axis, links, plot_text
 
@@ -110,9 +110,8 @@ def verdict(cost: Mapping[str, Any] | None) -> dict | None:
 
 def page_of(entries: Sequence[Any], page: int, size: int = BREAKS_PER_PAGE) -> dict:
     """One page of the breaks (``page`` counts from 1); a page past the last is a ``BadParameter``."""
-    pages = max(1, -(-len(entries) // size))
-    if page > pages:
-        raise BadParameter(f"breaks_page {page} does not exist: this run has {pages} page(s) of breaks")
+    pages = page_count(len(entries), size)
+    check_page(page, pages, "breaks_page", "the breaks of this run")
     start = (page - 1) * size
     return {
         "rows": list(entries[start : start + size]),

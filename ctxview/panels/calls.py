@@ -5,7 +5,7 @@ from typing import Any
 
 from ctxcore import catalogue
 from ctxview.panels.base import Panel
-from ctxview.params import BadParameter, int_param
+from ctxview.params import check_page, int_param, page_count
 
 PAGE = 50
 
@@ -15,9 +15,8 @@ def page_of(
 ) -> dict:
     """One page of call rows (``chunk``, already cut to the page) out of ``total``, with its neighbours;
     ``marks`` (notes count and bookmark by seq) flags the calls people left a note on or bookmarked."""
-    pages = max(1, -(-total // size))
-    if page > pages:
-        raise BadParameter(f"page {page} does not exist: this run has {pages} page(s) of calls")
+    pages = page_count(total, size)
+    check_page(page, pages, "page", "the calls of this run")
     marks = marks or {}
     for row in chunk:
         mark = marks.get(row["seq"]) or {}

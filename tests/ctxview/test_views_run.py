@@ -227,8 +227,8 @@ def test_each_panel_fills_the_badge_beside_its_title_with_its_summary(viewer_cli
         ("composition?scale=log", "scale must be one of: window, budget"),
         ("presence?rows=0", "rows must be between 1 and 1200"),
         ("presence?rows=lots", "rows must be a whole number"),
-        ("calls?page=3", "page 3 does not exist: this run has 2 page(s) of calls"),
-        ("cache?breaks_page=99", "breaks_page 99 does not exist: this run has"),
+        ("calls?page=3", "page 3 does not exist: the calls of this run fill 2 pages"),
+        ("cache?breaks_page=99", "breaks_page 99 does not exist: the breaks of this run fill"),
     ],
 )
 def test_bad_panel_parameters_are_a_400_that_says_why(viewer_client, inspect, path, message):

@@ -91,7 +91,7 @@ def test_pages(viewer_client, inspect, monkeypatch):
 @pytest.mark.parametrize(
     "query, message",
     [
-        ("page=9", "page 9 does not exist: there are 1 page(s)"),
+        ("page=9", "page 9 does not exist: the runs found fill 1 page"),
         ("page=x", "page must be a whole number"),
         ("sort=nope", "sort must be one of"),
         ("since=tuesday", "since must be a date"),
