@@ -18,6 +18,7 @@ from ingest.contents import count_tokens, save_contents
 from ingest.models import Call, LogRecord, Run, Span
 from ingest.normalise import Event
 from ingest.numbering import number_calls
+from ingest.span_rows import SpanRow, span_row
 
 # Log events that carry a call's content (the legacy span events are read from the span itself).
 CONTENT_LOG_EVENTS = families.CONTENT_LOG_EVENTS
@@ -114,7 +115,10 @@ def join_log_events(batch: Batch, rows: list[dict]) -> set[int]:
         if span is None:
             continue
         record = normalise.call_record(
-            span_row(span), span.resource.attributes, events[(call.trace_id, call.span_id)], count_tokens
+            stored_span_row(span),
+            span.resource.attributes,
+            events[(call.trace_id, call.span_id)],
+            count_tokens,
         )
         items.extend(record.items)
         for name, value in content_fields(record).items():
@@ -141,17 +145,17 @@ def stored_spans(project_id: int, keys: list[tuple[str, str]]) -> dict:
     return {(span.trace_id, span.span_id): span for span in spans}
 
 
-def span_row(span: Span) -> dict:
-    """A stored span in the shape ``otlp.spans`` yields, for ``normalise.call_record``."""
-    return {
-        "trace_id": span.trace_id,
-        "span_id": span.span_id,
-        "parent_span_id": span.parent_span_id,
-        "name": span.name,
-        "start_time_unix_nano": span.start_time_unix_nano,
-        "end_time_unix_nano": span.end_time_unix_nano,
-        "attributes": span.attributes,
-        "events": span.events,
-        "scope_name": span.scope_name,
-        "scope_version": span.scope_version,
-    }
+def stored_span_row(span: Span) -> SpanRow:
+    """A stored span as a span row, for ``normalise.call_record``."""
+    return span_row(
+        trace_id=span.trace_id,
+        span_id=span.span_id,
+        parent_span_id=span.parent_span_id,
+        name=span.name,
+        start_ns=span.start_time_unix_nano,
+        end_ns=span.end_time_unix_nano,
+        attributes=span.attributes,
+        events=span.events,
+        scope_name=span.scope_name,
+        scope_version=span.scope_version,
+    )

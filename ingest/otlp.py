@@ -29,6 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from ingest import semconv
+from ingest.span_rows import SpanRow, span_row
 
 TRACES = "traces"
 LOGS = "logs"
@@ -464,7 +465,7 @@ def _time_ns(value: int) -> int:
     return value if value < 2**63 else 0
 
 
-def spans(message: ExportTraceServiceRequest) -> Iterator[tuple[dict, dict]]:
+def spans(message: ExportTraceServiceRequest) -> Iterator[tuple[dict, SpanRow]]:
     """(resource attributes, span row) for each span of a stored traces request."""
     for resource_spans in message.resource_spans:
         resource = attributes(resource_spans.resource.attributes)
@@ -473,20 +474,20 @@ def spans(message: ExportTraceServiceRequest) -> Iterator[tuple[dict, dict]]:
             for span in scope_spans.spans:
                 yield (
                     resource,
-                    {
-                        "trace_id": span.trace_id.hex(),
-                        "span_id": span.span_id.hex(),
-                        "parent_span_id": span.parent_span_id.hex(),
-                        "name": _text(span.name),
-                        "kind": span.kind,
-                        "start_time_unix_nano": _time_ns(span.start_time_unix_nano),
-                        "end_time_unix_nano": _time_ns(span.end_time_unix_nano),
-                        "status_code": span.status.code,
-                        "status_message": _text(span.status.message),
-                        "scope_name": _text(scope.name)[:200],
-                        "scope_version": _text(scope.version)[:100],
-                        "attributes": attributes(span.attributes),
-                        "events": [
+                    span_row(
+                        trace_id=span.trace_id.hex(),
+                        span_id=span.span_id.hex(),
+                        parent_span_id=span.parent_span_id.hex(),
+                        name=_text(span.name),
+                        kind=span.kind,
+                        start_ns=_time_ns(span.start_time_unix_nano),
+                        end_ns=_time_ns(span.end_time_unix_nano),
+                        status_code=span.status.code,
+                        status_message=_text(span.status.message),
+                        scope_name=_text(scope.name)[:200],
+                        scope_version=_text(scope.version)[:100],
+                        attributes=attributes(span.attributes),
+                        events=[
                             {
                                 "name": _text(event.name),
                                 "time_unix_nano": _time_ns(event.time_unix_nano),
@@ -494,7 +495,7 @@ def spans(message: ExportTraceServiceRequest) -> Iterator[tuple[dict, dict]]:
                             }
                             for event in span.events
                         ],
-                        "links": [
+                        links=[
                             {
                                 "trace_id": link.trace_id.hex(),
                                 "span_id": link.span_id.hex(),
@@ -502,7 +503,7 @@ def spans(message: ExportTraceServiceRequest) -> Iterator[tuple[dict, dict]]:
                             }
                             for link in span.links
                         ],
-                    },
+                    ),
                 )
 
 

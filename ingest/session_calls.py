@@ -22,7 +22,7 @@ from ingest.analyse import invalidate
 from ingest.call_rows import CALL_COLUMNS, Batch, new_call
 from ingest.contents import count_tokens, save_contents
 from ingest.families import SESSION_FAMILIES, Family
-from ingest.late_content import span_row
+from ingest.late_content import stored_span_row
 from ingest.models import Call, LogRecord, Run, Span
 from ingest.normalise import CallRecord
 from ingest.numbering import number_calls
@@ -73,7 +73,7 @@ def _stored_rows(project_id: int, session: _Session, since_ns: int) -> tuple[lis
             project_id=project_id,
             name__in=spec.span_names,
         ).select_related("resource")
-        spans = [{**span_row(span), "resource": span.resource.attributes} for span in found]
+        spans = [{**stored_span_row(span), "resource": span.resource.attributes} for span in found]
     in_session = LogRecord.objects.filter(
         Q(**{f"attributes__{spec.log_key}": session.key}), project_id=project_id
     ).select_related("resource")

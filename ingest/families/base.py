@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ingest.families.messages import Event
+from ingest.span_rows import SpanRow, span_row
 
 MODEL_CALL = "model_call"
 TOOL = "tool"
@@ -56,25 +57,20 @@ def synthetic_id(size: int, *parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:size]
 
 
-def session_row(trace_id: str, span_id: str, name: str, start_ns: int, end_ns: int, attributes: dict) -> dict:
-    """The span-shaped row of a call assembled from a session's records (no parent, no events)."""
-    return {
-        "trace_id": trace_id,
-        "span_id": span_id,
-        "parent_span_id": "",
-        "name": name,
-        "start_time_unix_nano": start_ns,
-        "end_time_unix_nano": end_ns,
-        "attributes": attributes,
-        "events": [],
-    }
+def session_row(
+    trace_id: str, span_id: str, name: str, start_ns: int, end_ns: int, attributes: dict
+) -> SpanRow:
+    """The span row of a call assembled from a session's records (no parent, no events)."""
+    return span_row(
+        trace_id=trace_id, span_id=span_id, name=name, start_ns=start_ns, end_ns=end_ns, attributes=attributes
+    )
 
 
 @dataclass(frozen=True)
 class SessionCall:
     """One model request, assembled from a CLI session's stored spans and log records."""
 
-    row: dict  # span-shaped (as ``otlp.spans`` yields) for ``normalise.call_record``; its ids are stable
+    row: SpanRow  # (as ``otlp.spans`` yields) for ``normalise.call_record``; its ids are stable
     resource: dict
     turn_key: str  # the CLI's own turn (prompt, turn id, trace): a new value starts a new turn
     reported: dict  # figures as the CLI reported them (its cost included), kept beside ours
