@@ -38,8 +38,15 @@ def test_same_count_as_tiktoken_with_special_tokens_as_text(pieces):
     assert tokens.count(text) == reference(text)
 
 
+# Code points that Python's Unicode tables (14.0 in 3.11) leave unassigned are left out: the two
+# tokenizers' regex engines carry newer tables of their own and may disagree on whether such a point is a
+# letter ('\U000323b0/A': 5 tokens by one, 6 by the other), a difference of Unicode versions, not of
+# counting.
+ASSIGNED_TEXT = st.text(st.characters(exclude_categories=["Cn"]), max_size=300)
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.text(max_size=300), max_size=20))
+@given(st.lists(ASSIGNED_TEXT, max_size=20))
 def test_counting_many_texts_at_once_gives_each_text_its_own_count(texts):
     assert tokens.count_all(texts) == [tokens.count(text) for text in texts]
     assert tokens.count_all(texts) == [reference(text) for text in texts]
