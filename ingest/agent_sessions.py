@@ -15,7 +15,7 @@ from django.db import connection
 from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
-from ingest import agents
+from ingest import agents, locks
 from ingest.analyse import invalidate
 from ingest.bulk import update_rows
 from ingest.models import Call, Finding, Operation, Run, Span
@@ -28,18 +28,6 @@ AGENT_FIELDS = (
     "agent_depth",
     "root_invocation",
 )
-
-
-def lock_traces(traces: set[str]) -> None:
-    """Serialise batches that touch the same trace: each resolves it seeing the other's rows.
-
-    Taken first (in sorted order) and before any run lock, so it adds no deadlock."""
-    if traces and connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(t, 14)) FROM unnest(%s::text[]) t ORDER BY t",
-                [sorted(traces)],
-            )
 
 
 # How far the traces linked to a batch's traces are followed (each a query): a chain of child traces
@@ -99,20 +87,6 @@ def linked_traces(project_id: int, traces: set[str], new_agents: set[str] = froz
         found |= new
         frontier = new
     return found
-
-
-def try_lock_traces(traces: set[str]) -> bool:
-    """``lock_traces`` without waiting: False if another batch holds one of them (those it could take
-    stay held until the transaction ends, which the caller then ends)."""
-    if not traces or connection.vendor != "postgresql":
-        return True
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT bool_and(pg_try_advisory_xact_lock(hashtextextended(t, 14))) "
-            "FROM (SELECT t FROM unnest(%s::text[]) t ORDER BY t) AS sorted",
-            [sorted(traces)],
-        )
-        return bool(cursor.fetchone()[0])
 
 
 def with_agents(project_id: int, traces: set[str]) -> set[str]:
@@ -273,12 +247,7 @@ def _lock(runs: dict[str, Run], wanted: set[int]) -> dict[int, Run]:
     by_id = {run.id: run for run in runs.values()}
     missing = wanted - set(by_id)
     if missing:
-        for run in (
-            Run.objects.select_for_update(of=("self",))
-            .select_related("project")
-            .filter(id__in=missing)
-            .order_by("id")
-        ):
+        for run in locks.lock_runs(Run.objects.select_related("project").filter(id__in=missing)):
             runs[run.key] = by_id[run.id] = run
     return by_id
 

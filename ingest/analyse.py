@@ -26,6 +26,7 @@ from ctxcore.analysis import (
     table_from_rows,
 )
 from ctxcore.vocabulary import Item, ItemReader, evolve
+from ingest import locks
 from ingest.bulk import insert_rows, update_rows
 from ingest.models import AnalysisCheckpoint, Call, Content, Finding, Run
 
@@ -158,7 +159,8 @@ class ContentCache:
 def analyse_run(run_id: int) -> int:
     """Analyse the run's calls that are not analysed yet; returns how many were. Safe to run twice."""
     with transaction.atomic():
-        run = Run.objects.select_for_update(of=("self",)).select_related("project").filter(id=run_id).first()
+        found = locks.lock_runs(Run.objects.select_related("project").filter(id=run_id))
+        run = found[0] if found else None
         if run is None:
             logger.info("run %s is gone; nothing to analyse", run_id)
             return 0

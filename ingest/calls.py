@@ -11,17 +11,16 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable
 
-from django.db import OperationalError
 from django.db.models import Q
 from django.utils import timezone
 
-from ingest import agent_sessions, itemlists, normalise
+from ingest import agent_sessions, itemlists, locks, normalise
 from ingest.analyse import ANALYSIS_FIELDS, AnalysisWrites, analyse_appended, catch_up
 from ingest.bulk import insert_rows, update_rows
 from ingest.call_rows import Batch, call_row, new_call
 from ingest.contents import BatchTokens, save_contents
 from ingest.dedup import without_duplicates
-from ingest.late_content import content_events, forget_event_content, lock_traces
+from ingest.late_content import content_events, forget_event_content
 from ingest.models import Call, Operation, Run
 from ingest.normalise import CallRecord
 from ingest.numbering import (
@@ -37,13 +36,9 @@ from ingest.numbering import (
 logger = logging.getLogger(__name__)
 
 
-class Busy(Exception):
-    """Another batch holds a trace or a run this one needs: try it later instead of waiting."""
-
-
 def share_traces(batch: Batch, traces: set[str]) -> None:
     """The shared locks of the content joins on the batch's traces: taken first, as in every batch."""
-    lock_traces(batch, traces, shared=True)
+    locks.join_traces(batch.project_id, traces, shared=True)
 
 
 def claim_traces(traces: set[str], wait: bool = True) -> bool:
@@ -57,9 +52,9 @@ def claim_traces(traces: set[str], wait: bool = True) -> bool:
     first and made the earlier one's calls late, the run renumbered and re-analysed from them: with one
     call per request, every request (200 calls: 54 s against 16 s waiting)."""
     if wait:
-        agent_sessions.lock_traces(traces)
+        locks.claim_traces(traces)
         return True
-    return agent_sessions.try_lock_traces(traces)
+    return locks.try_claim_traces(traces)
 
 
 def interpret_spans(batch: Batch, rows: list[tuple[dict, dict]]) -> tuple[list[CallRecord], list[dict]]:
@@ -72,7 +67,7 @@ def interpret_spans(batch: Batch, rows: list[tuple[dict, dict]]) -> tuple[list[C
         for (_, row), kind in zip(rows, kinds, strict=True)
         if kind == normalise.MODEL_CALL
     ]
-    lock_traces(batch, {trace_id for trace_id, _ in call_keys}, shared=True)
+    locks.join_traces(batch.project_id, {trace_id for trace_id, _ in call_keys}, shared=True)
     events = content_events(batch, call_keys)
     tokens = BatchTokens(batch)
     made: list[tuple[CallRecord, set[str]]] = []
@@ -139,13 +134,13 @@ def save(
     and ``built``: what ``save_texts`` stored and ``build_calls`` built of these records, before the
     batch waited.
     Returns the ids of the runs whose calls changed and are not analysed yet (to be analysed).
-    Raises ``Busy`` (``wait`` off) if another batch holds one of its runs."""
+    Raises ``locks.Busy`` (``wait`` off) if another batch holds one of its runs."""
     project_id = batch.project_id
     traces = {*traces, *(record.trace_id for record in records), *(op["trace_id"] for op in operations)}
     # A child agent's trace and its parent's, linked by a span link, are resolved together.
     new_agents = {op["trace_id"] for op in operations if op["kind"] == normalise.AGENT}
     traces = agent_sessions.linked_traces(project_id, traces, new_agents)
-    agent_sessions.lock_traces(traces)
+    locks.claim_traces(traces)
     new = _new_records(batch, records)
     new, replaced = without_duplicates(batch, new)
     # The runs of every call that an agent span of these traces may relink are locked with the batch's.
@@ -262,15 +257,10 @@ def _locked_runs(
                 parent_span_id__in={span for _, span in parents},
             ).values_list("run_id", flat=True)
         )
-    locked = (
-        Run.objects.select_for_update(of=("self",), nowait=not wait)
-        .select_related("project")  # the analysis reads the project's settings
-        .filter(Q(project_id=batch.project_id, key__in=list(first_seen)) | Q(id__in=affected))
+    wanted = Run.objects.select_related("project").filter(  # the analysis reads the project's settings
+        Q(project_id=batch.project_id, key__in=list(first_seen)) | Q(id__in=affected)
     )
-    try:
-        return {run.key: run for run in locked.order_by("id")}
-    except OperationalError as exc:  # nowait: a run's row is locked by another batch
-        raise Busy(str(exc)) from exc
+    return {run.key: run for run in locks.lock_runs(wanted, wait)}
 
 
 def _new_records(batch: Batch, records: list[CallRecord]) -> list[CallRecord]:

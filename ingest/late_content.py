@@ -5,13 +5,9 @@ their own. A span batch reads the records already stored for its calls; a log ba
 without content the content its records carry, and renumbers their runs from those calls on.
 """
 
-import hashlib
 from collections import defaultdict
-from collections.abc import Iterable
 
-from django.db import connection
-
-from ingest import families, itemlists, normalise
+from ingest import families, itemlists, locks, normalise
 from ingest.bulk import update_rows
 from ingest.call_rows import CALL_CONTENT_FIELDS, Batch, content_fields
 from ingest.contents import count_tokens, save_contents
@@ -22,28 +18,6 @@ from ingest.span_rows import SpanRow, span_row
 
 # Log events that carry a call's content (the legacy span events are read from the span itself).
 CONTENT_LOG_EVENTS = families.CONTENT_LOG_EVENTS
-
-
-def lock_traces(batch: Batch, trace_ids: Iterable[str], shared: bool = False) -> None:
-    """Take, until the transaction ends, a lock per trace on joining calls and their content log records.
-
-    A span batch looks for its calls' log records and a log batch for its records' calls: run at the same
-    time, each misses the other's uncommitted rows and the content is never joined. With the lock the
-    second waits for the first to commit, and then sees its rows. Span batches take it ``shared``: two of
-    them join nothing with each other, so they need not wait for each other (a conversation's traces
-    often straddle two batches processed at once). Locks are taken in one sorted sweep, so two batches
-    never deadlock on them (both take them before any run's row lock)."""
-    if connection.vendor != "postgresql" or not trace_ids:
-        return
-    keys = sorted({_lock_key(batch.project_id, trace_id) for trace_id in trace_ids})
-    lock = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count({lock}(key)) FROM unnest(%s::bigint[]) AS key", [keys])
-
-
-def _lock_key(project_id: int, trace_id: str) -> int:
-    digest = hashlib.blake2b(f"content-join:{project_id}:{trace_id}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
 
 
 def forget_event_content(batch: Batch, keys: list[tuple[str, str]]) -> None:
@@ -90,7 +64,7 @@ def join_log_events(batch: Batch, rows: list[dict]) -> set[int]:
     }
     if not keys:
         return set()
-    lock_traces(batch, {trace_id for trace_id, _ in keys})
+    locks.join_traces(batch.project_id, {trace_id for trace_id, _ in keys}, shared=False)
     candidates = Call.objects.filter(
         project_id=batch.project_id,
         trace_id__in={trace for trace, _ in keys},
@@ -100,12 +74,7 @@ def join_log_events(batch: Batch, rows: list[dict]) -> set[int]:
     calls = [call for call in candidates if (call.trace_id, call.span_id) in keys]
     if not calls:
         return set()
-    runs = list(
-        Run.objects.select_for_update()
-        .defer("analysis_state")
-        .filter(id__in={call.run_id for call in calls})
-        .order_by("id")
-    )
+    runs = locks.lock_runs(Run.objects.defer("analysis_state").filter(id__in={call.run_id for call in calls}))
     call_keys = [(call.trace_id, call.span_id) for call in calls]
     events = content_events(batch, call_keys)
     spans = stored_spans(batch.project_id, call_keys)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from django.db.models import Q
 
-from ingest import itemlists, sessions
+from ingest import itemlists, locks, sessions
 from ingest.analyse import invalidate
 from ingest.call_rows import CALL_COLUMNS, Batch, new_call
 from ingest.contents import count_tokens, save_contents
@@ -139,10 +139,8 @@ def _refresh_session(batch: Batch, session: _Session) -> int | None:
         [Run(project_id=project_id, key=session.key, key_source=spec.log_key)], ignore_conflicts=True
     )
     # Lock first, read after: a worker storing another batch of this session commits before we read.
-    run = (
-        Run.objects.select_for_update(of=("self",))
-        .select_related("project")
-        .get(project_id=project_id, key=session.key)
+    (run,) = locks.lock_runs(
+        Run.objects.select_related("project").filter(project_id=project_id, key=session.key)
     )
     since = session.earliest_ns - SLACK_NS
     spans, logs = _stored_rows(project_id, session, since)

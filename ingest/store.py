@@ -11,7 +11,7 @@ from django.db import DataError, connection, transaction
 from django.utils import timezone
 from google.protobuf.message import DecodeError
 
-from ingest import calls, families, otlp, session_calls
+from ingest import calls, families, locks, otlp, session_calls
 from ingest.bulk import insert_rows
 from ingest.call_rows import Batch
 from ingest.late_content import join_log_events
@@ -52,7 +52,7 @@ def process_batch(batch_id: int, then: Callable[[int], object] | None = None, wa
         try:
             with transaction.atomic():  # a savepoint: bad data leaves no partial rows behind
                 runs = _store(batch, wait)
-        except calls.Busy:
+        except locks.Busy:
             return "busy"  # the batch is left as it was (pending), and the locks taken are released
         except BadBatch as exc:
             batch.status = RawBatch.Status.FAILED
@@ -98,7 +98,7 @@ def _store(batch: RawBatch, wait: bool = True) -> set[int]:
                 built = calls.build_calls(scope, records)
                 if not claimed:
                     if not calls.claim_traces(traces, wait):
-                        raise calls.Busy("a trace of the batch is being stored by another")
+                        raise locks.Busy("a trace of the batch is being stored by another")
                     claimed = True
                 runs |= calls.save(
                     scope, records, operations, traces=traces, texts=texts, built=built, wait=wait

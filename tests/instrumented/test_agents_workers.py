@@ -1,7 +1,7 @@
 """Issue 14's recordings through real workers at once: two worker processes on the real broker and
 PostgreSQL take one span per batch in a shuffled order (some batches sent twice) and must end with the
 sessions, agents and invocations that one in-process pass in the recorded order gives. Batches of one
-trace are resolved one at a time (``sessions.lock_traces``), so none misses another's rows."""
+trace are resolved one at a time (``ingest.locks.claim_traces``), so none misses another's rows."""
 
 import pytest
 
