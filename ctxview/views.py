@@ -6,17 +6,15 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
-from django.utils.text import slugify
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseLocation
 
 from ctxcore import catalogue
-from ctxview import queries, search, throttle
+from ctxview import queries, search, throttle, writes
 from ctxview.access import get_project_for_user, get_run_for_user, has_role, projects_for_user
 from ctxview.params import BadParameter, check_page, int_param, jump_target
 from ctxview.shapes import runs as runs_query
@@ -70,17 +68,13 @@ def projects(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def create_project(request: HttpRequest) -> HttpResponse:
-    name = request.POST.get("name", "").strip()[:200]
-    slug = slugify(name)[:64]
-    if not slug:
-        return bad_request(request, "a project needs a name with at least one letter or digit")
     try:
-        with transaction.atomic():
-            project = Project.objects.create(slug=slug, name=name)
-            Membership.objects.create(project=project, user=request.user, role=Membership.Role.ADMIN)
-    except IntegrityError:
-        messages.error(request, f"a project called {slug!r} already exists")
-        return redirect("cv-projects")
+        project = writes.create_project(request.POST.get("name", ""), owner=request.user)
+    except writes.Refused as exc:
+        if exc.status == 409:
+            messages.error(request, str(exc))
+            return redirect("cv-projects")
+        return bad_request(request, str(exc))
     return redirect("cv-project", slug=project.slug)
 
 

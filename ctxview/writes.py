@@ -9,8 +9,11 @@ Who may write is checked by the caller (a session's role on the page, a key or a
 from functools import partial
 
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_slug
+from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.text import slugify
 
 from ctxcore.analysis import prices
 from ctxview import outbound, sealing
@@ -266,6 +269,27 @@ def revoke_outbound(project: Project) -> None:
     with transaction.atomic():
         OutboundGrant.objects.filter(project=project).delete()
         ReaskEndpoint.objects.filter(project=project).delete()
+
+
+def create_project(name: str, owner=None, slug: str | None = None) -> Project:
+    """A new project, its slug made from ``name`` unless given, ``owner`` (if any) its admin. Refused
+    (409) when the slug is taken, (400) when there is none to make."""
+    name = (name or "").strip()[:200]
+    slug = slugify(name)[:64] if slug is None else slug
+    if not slug:
+        raise Refused("a project needs a name with at least one letter or digit")
+    try:
+        validate_slug(slug)
+    except ValidationError:
+        raise Refused(f"{slug!r} is not a valid slug (letters, digits, - and _)") from None
+    try:
+        with transaction.atomic():
+            project = Project.objects.create(slug=slug, name=name or slug)
+            if owner is not None:
+                Membership.objects.create(project=project, user=owner, role=Membership.Role.ADMIN)
+    except IntegrityError:
+        raise Refused(f"a project called {slug!r} already exists", 409) from None
+    return project
 
 
 def add_member(project: Project, *, username, role) -> Membership:

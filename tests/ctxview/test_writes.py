@@ -145,3 +145,17 @@ def test_a_form_number_is_an_int_only_when_it_is_ascii_digits():
     assert writes.form_int(" 12 ") == 12
     assert writes.form_int("²") == "²"
     assert writes.form_int("-1") == "-1"
+
+
+def test_a_project_is_created_once_with_its_owner_as_admin(alice):
+    project = writes.create_project("Payments on-call", owner=alice)
+    assert (project.slug, project.name) == ("payments-on-call", "Payments on-call")
+    assert Membership.objects.get(project=project, user=alice).role == Membership.Role.ADMIN
+    for name, slug, status, message in (
+        ("Payments on-call", None, 409, "a project called 'payments-on-call' already exists"),
+        ("!!!", None, 400, "at least one letter or digit"),
+        ("x", "no spaces", 400, "not a valid slug"),
+    ):
+        with pytest.raises(writes.Refused, match=message) as refused:
+            writes.create_project(name, slug=slug)
+        assert refused.value.status == status
