@@ -35,18 +35,11 @@ HASH_LENGTH = 32
 _HASH = re.compile(f"[0-9a-f]{{{HASH_LENGTH}}}")
 
 
-def render(value: Any) -> str:
-    """Render content as the model sees it: text as is, anything else as compact JSON, key order kept."""
-    if isinstance(value, str):
-        return value
-    # No sort_keys on purpose: a schema re-serialised with another key order is different bytes to the
-    # provider (a prompt-cache break), so it must hash differently here too.
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def content_hash(rendered: str) -> str:
-    """The item hash: the first 32 lowercase hex chars of SHA-256 over the rendered content as UTF-8."""
-    return hashlib.sha256(rendered.encode("utf-8")).hexdigest()[:HASH_LENGTH]
+# The render and the hash are the vocabulary's, so the SDK and the server hash the same bytes the same way
+# (a lone surrogate included). No sort_keys on purpose: a schema re-serialised with another key order is
+# different bytes to the provider (a prompt-cache break), so it must hash differently here too.
+render = vocabulary.render
+content_hash = vocabulary.digest
 
 
 def message_id(role: str, rendered: str) -> str:

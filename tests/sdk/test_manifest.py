@@ -68,3 +68,12 @@ def test_manifest_without_content_marks_dropped_content_truncated():
     item = Item(id="a", kind="fact", bucket="memory", hash="0" * 32, content="secret")
     data = Manifest(items=[item]).to_dict(with_content=False)
     assert (data["items"][0]["content"], data["items"][0]["content_truncated"]) == (None, True)
+
+
+def test_the_sdk_renders_and_hashes_as_the_server_does_a_lone_surrogate_included():
+    from ctxcore import vocabulary
+    from ctxview_sdk import manifest as sdk_manifest
+
+    value = {"b": 1, "a": ["x\ud800", 2.5]}
+    assert sdk_manifest.render(value) == vocabulary.render(value) == '{"b":1,"a":["x\ud800",2.5]}'
+    assert sdk_manifest.content_hash("x\ud800") == vocabulary.digest("x\ud800")
