@@ -2,25 +2,42 @@
 
 The database side only: load the run's calls as the analyses read them, the project's prices, the
 probes (the run's facts and rules, and the ones people added), and which stored content holds each
-text or pattern. Regular expressions come from users and content from traces: patterns run through
-the ``regex`` package with a time budget, so a pathological one answers "unknown", not a stuck worker.
+text or pattern. Regular expressions come from users and content from traces: patterns run on RE2
+(``ingest.redact.compile_own``: linear time, memory bounded per pattern, never kept in a process-wide
+cache), and a request's probe search and replay have a time budget: past it the answer is what was
+done, marked ``partial``, not a stuck worker. A replay's estimated cost is bounded, each user's
+replays are rate limited, and a replay is kept in the cache by the run's version and what was asked.
 """
 
 import hashlib
+import pickle
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-import regex
+from django.conf import settings
 from django.core.cache import cache
 
 from ctxcore.analysis import CallInput
-from ctxcore.replay import Policy, Probe, cheapest_keeping_all, parse, replay, standing_probes, text_hits
+from ctxcore.replay import (
+    Policy,
+    Probe,
+    TooMuchWork,
+    cheapest_keeping_all,
+    parse,
+    replay,
+    replay_cost,
+    standing_probes,
+    text_hits,
+)
 from ctxcore.replay.policies import Slot, is_replayed
-from ctxcore.replay.probes import MAX_PROBE_LENGTH, PROBE_KINDS
+from ctxcore.replay.probes import MAX_PROBE_LENGTH, PROBE_KINDS, normalise
 from ctxcore.vocabulary import ItemReader
 from ctxview.models import Probe as ProbeRow
+from ctxview.throttle import rate_wait
 from ingest.analyse import CALL_INPUT_FIELDS, call_input, config_for
 from ingest.models import Content, Run
+from ingest.redact import OVERLAP, WINDOW, PatternError, compile_own
 
 MAX_PROBES = 20
 # Window items a request may rebuild: a policy rebuilds what changed in its window since the call before
@@ -28,12 +45,67 @@ MAX_PROBES = 20
 # square: the demo's 6 default policies rebuild 3,700, and 8 policies on a 1,000-call run 79,000 (the CLI
 # has no cap). A policy of several steps rebuilds its whole window on every call.
 MAX_REPLAYED_ITEMS = 1_000_000
-REGEX_SECONDS = 1.0  # per pattern, over the whole run's content
+# A replay's estimated cost (``ctxcore.replay.replay_cost``: calls x policy steps x (1 + probes)) above
+# which it is refused before it runs. The demo's 6 default policies with 20 probes on a 1,200-call run
+# cost 151,200; the flood of issue 30 (12 three-step policies, 20 probes, 1,200 calls) cost 907,200.
+MAX_REPLAY_COST = 400_000
+# A request's time budget: its text and regex probes over the run's content, then the replay (both
+# counted from the request's start). Past it the answer is what was done, marked partial.
+PROBE_SEARCH_SECONDS = 2.0
+REPLAY_SECONDS = 6.0
+# Replays one user may compute per window (answers from the cache are not counted); past it, 429.
+REPLAYS_PER_WINDOW = 6
+REPLAY_WINDOW_SECONDS = 60
+# How long a replay is kept; a partial one shortly (a quieter moment may finish it). Larger answers are
+# not kept: the cache is shared by every user (and per process without Redis).
+CACHE_SECONDS = 600
+PARTIAL_CACHE_SECONDS = 60
+MAX_CACHED_BYTES = 2_000_000
 CONTENT_CHUNK = 2000
 
 
 class ProbeError(ValueError):
     """A probe that cannot be followed; the message says why."""
+
+
+class TooManyReplays(Exception):
+    """A user past their replays for the window; ``wait``: seconds until the window ends."""
+
+    def __init__(self, wait: int) -> None:
+        super().__init__(
+            f"too many replays: at most {replays_per_window()} a user every "
+            f"{REPLAY_WINDOW_SECONDS} s; try again in {wait} s"
+        )
+        self.wait = wait
+
+
+def replays_per_window() -> int:
+    return getattr(settings, "CTXVIEW_REPLAYS_PER_MINUTE", REPLAYS_PER_WINDOW)
+
+
+def max_replay_cost() -> int:
+    return getattr(settings, "CTXVIEW_MAX_REPLAY_COST", MAX_REPLAY_COST)
+
+
+@dataclass
+class Budget:
+    """A request's deadlines (``time.monotonic``), and what was cut short for them."""
+
+    probes_until: float
+    replay_until: float
+
+    @classmethod
+    def start(cls) -> "Budget":
+        now = time.monotonic()
+        return cls(now + PROBE_SEARCH_SECONDS, now + REPLAY_SECONDS)
+
+
+def compile_probe(value: str):
+    """A regex probe compiled by RE2, case-insensitive; ProbeError with RE2's reason when it cannot be."""
+    try:
+        return compile_own(value, "value is not a valid regular expression", case_sensitive=False)
+    except PatternError as exc:
+        raise ProbeError(str(exc)) from None
 
 
 def clean_probe(kind: object, value: object) -> tuple[str, str]:
@@ -48,10 +120,7 @@ def clean_probe(kind: object, value: object) -> tuple[str, str]:
         raise ProbeError("value must not contain NUL characters")
     value = value.strip() if kind != "regex" else value
     if kind == "regex":
-        try:
-            regex.compile(value)
-        except (regex.error, OverflowError, RecursionError) as exc:
-            raise ProbeError(f"value is not a valid regular expression: {exc}") from None
+        compile_probe(value)
     return str(kind), value
 
 
@@ -88,43 +157,99 @@ def _contents(project_id: int, hashes: Iterable[str]) -> dict[str, str]:
     return found
 
 
-def regex_hits(
-    pattern: str, contents: dict[str, str], seconds: float = REGEX_SECONDS
-) -> frozenset[str] | None:
-    """The hashes whose content matches ``pattern`` (case-insensitive); None when it ran out of time."""
-    compiled = regex.compile(pattern, regex.IGNORECASE)
-    deadline = time.monotonic() + seconds
+def regex_hits(compiled, contents: dict[str, str], until: float) -> frozenset[str] | None:
+    """The hashes whose content ``compiled`` (``compile_probe``) matches; None when the time ran out.
+
+    One RE2 search is linear but cannot be interrupted, and a pattern that defeats RE2's DFA searches
+    ~20 us a byte: a long text is searched in windows of WINDOW bytes (plus OVERLAP, for a match across
+    a cut), the deadline checked between them (so a match longer than OVERLAP across a cut is missed)."""
     found = set()
     for key, text in contents.items():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        try:
-            if compiled.search(text, timeout=left):
+        # UTF-8 bytes: RE2 reads no other, and a lone surrogate (from JSON escapes) cannot be encoded.
+        data = text.encode("utf-8", "replace")
+        for offset in range(0, max(len(data), 1), WINDOW):
+            if time.monotonic() > until:
+                return None
+            if compiled.search(data[offset : offset + WINDOW + OVERLAP]) is not None:
                 found.add(key)
-        except TimeoutError:
-            return None
+                break
     return frozenset(found)
 
 
-def probe_hits(run: Run, calls: Sequence[CallInput], probes: Sequence[Probe]) -> tuple[dict, str]:
-    """Per text or regex probe, the content hashes holding it (None: unknown), and how much content the
-    run kept: "all", "partial" or "none" (a run without content cannot say where a text is)."""
+@dataclass
+class Searched:
+    """What ``probe_hits`` found: per text or regex probe the hashes holding it (None: unknown), how
+    much content the run kept ("all", "partial", "none"), why a stored probe cannot run, and the probes
+    left unknown because the time ran out."""
+
+    hits: dict
+    content: str
+    refused: dict[str, str]
+    out_of_time: list[str]
+
+
+def probe_hits(run: Run, calls: Sequence[CallInput], probes: Sequence[Probe], until: float) -> Searched:
+    """Each text or regex probe searched in the run's content until ``until`` (``time.monotonic``).
+
+    A stored regex that RE2 refuses (saved before probes ran on RE2, e.g. with a look-around) is
+    unknown, with RE2's reason; one compiled pattern is held at a time (RE2's MAX_MEM bounds it)."""
     searched = [probe for probe in probes if probe.kind != "item"]
     hashes = {item.hash for call in calls for item in call.items}
     if not hashes:
-        return {}, "none"
+        return Searched({}, "none", {}, [])
     contents = _contents(run.project_id, hashes)
     kept = "all" if len(contents) == len(hashes) else "partial" if contents else "none"
-    hits: dict = {}
+    result = Searched({}, kept, {}, [])
+    normalised: dict[str, str] | None = None
     for probe in searched:
+        result.hits[probe.value] = None
         if kept == "none":
-            hits[probe.value] = None
+            continue
+        if time.monotonic() > until:
+            result.out_of_time.append(probe.value)
         elif probe.kind == "text":
-            hits[probe.value] = text_hits(probe, contents)
+            if normalised is None:  # once for every text probe, not once per probe
+                normalised = {key: normalise(text) for key, text in contents.items()}
+            result.hits[probe.value] = text_hits(probe, normalised, normalised=True)
         else:
-            hits[probe.value] = regex_hits(probe.value, contents)
-    return hits, kept
+            try:
+                compiled = compile_probe(probe.value)
+            except ProbeError as exc:
+                result.refused[probe.value] = str(exc)
+                continue
+            result.hits[probe.value] = regex_hits(compiled, contents, until)
+            del compiled
+            if result.hits[probe.value] is None:
+                result.out_of_time.append(probe.value)
+    return result
+
+
+def run_version(run: Run) -> str:
+    """What changes whenever the run's calls or analysis do (part of every cache key of a run)."""
+    return f"{run.id}:{run.call_count}:{run.analysed_seq}:{run.updated_at.timestamp()}"
+
+
+def _cache_key(run: Run, calls: Sequence[CallInput], probes: Sequence[Probe], *asked: object) -> str:
+    probes_key = [(probe.kind, probe.value) for probe in probes]
+    calls_key = (len(calls), calls[-1].seq if calls else None)
+    digest = hashlib.sha256(repr((calls_key, probes_key, asked)).encode()).hexdigest()[:32]
+    return f"cv:replay:{run_version(run)}:{digest}"
+
+
+def _partial(searched: Searched, result: dict) -> list[str]:
+    """What the request's budget cut short, as sentences for the page and the API."""
+    notes = []
+    if searched.out_of_time:
+        notes.append(
+            f"the probe search ran out of its {PROBE_SEARCH_SECONDS:g} s budget: "
+            f"{len(searched.out_of_time)} probe(s) unknown"
+        )
+    if result["partial"]:
+        notes.append(
+            f"the replay ran out of its {REPLAY_SECONDS:g} s budget: it replayed "
+            f"{result['partial']['replayed_calls']:,} of {result['partial']['calls']:,} calls"
+        )
+    return notes
 
 
 def replay_run(
@@ -135,52 +260,82 @@ def replay_run(
     keep_windows: Iterable[int] = (),
     limited: bool = True,
     probes_per_call: bool = False,
+    rate_name: str | None = None,
+    timed: bool | None = None,
 ) -> dict:
-    """The replay of a stored run: ``ctxcore.replay.replay`` plus its probes, content and cheapest policy."""
+    """The replay of a stored run: ``ctxcore.replay.replay`` plus its probes, content and cheapest policy.
+
+    ``limited``: refuse (``TooMuchWork``) a replay over MAX_REPLAY_COST or MAX_REPLAYED_ITEMS and stop
+    at the request's time budget (``partial`` says what was cut short; the CLI is not limited);
+    ``timed``: stop at the time budget (default: when ``limited``);
+    ``rate_name``: count a replay that is not in the cache against that name's rate
+    (``TooManyReplays``). The answer is kept in the cache by the run's version and what was asked."""
     calls = list(calls) if calls is not None else run_calls(run)
     definitions = run_probes(run, calls)
     probes = [Probe(entry["kind"], entry["value"]) for entry in definitions]
-    hits, content = probe_hits(run, calls, probes)
+    if limited:
+        cost = replay_cost(len(calls), policies, len(probes))
+        if cost > max_replay_cost():
+            steps = sum(len(policy.steps) for policy in policies)
+            raise TooMuchWork(
+                f"this replay's estimated cost is {cost:,} (calls x policy steps x (1 + probes) = "
+                f"{len(calls):,} x {steps} x {1 + len(probes)}), over the limit of {max_replay_cost():,}: "
+                "ask for fewer or simpler policies, or follow fewer probes"
+            )
+    specs = [policy.spec for policy in policies]
+    key = _cache_key(run, calls, probes, specs, at_turn, sorted(set(keep_windows)), limited, probes_per_call)
+    found = cache.get(key)
+    if found is not None:
+        return pickle.loads(found)
+    if rate_name is not None:
+        wait = rate_wait(f"replay:{rate_name}", replays_per_window(), REPLAY_WINDOW_SECONDS)
+        if wait:
+            raise TooManyReplays(wait)
+    timed = limited if timed is None else timed
+    budget = Budget.start()
+    searched = probe_hits(run, calls, probes, budget.probes_until if timed else float("inf"))
+    for entry in definitions:
+        entry["refused"] = searched.refused.get(entry["value"]) if entry["kind"] == "regex" else None
     result = replay(
         calls,
         policies,
         probes,
-        hits,
+        searched.hits,
         at_turn=at_turn,
         config=config_for(run.project),
         keep_windows=set(keep_windows),
         max_items=MAX_REPLAYED_ITEMS if limited else None,
         probes_per_call=probes_per_call,
+        deadline=budget.replay_until if timed else None,
     )
-    return {
+    partial = _partial(searched, result)
+    answer = {
         **result,
-        "content": content,
+        "partial": partial,
+        "content": searched.content,
         "probe_definitions": definitions,
         "cheapest_keeping_all": cheapest_keeping_all(result["policies"]),
     }
+    blob = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+    if len(blob) <= MAX_CACHED_BYTES:
+        cache.set(key, blob, timeout=PARTIAL_CACHE_SECONDS if partial else CACHE_SECONDS)
+    return answer
 
 
 def probe_presence(run: Run) -> dict:
     """Where each probe of the run was in each recorded call (the presence map's probe rows): ``probes``
-    (their definitions), ``content`` (as ``probe_hits``) and ``calls``: per seq, each probe's place.
-
-    Kept in the cache until the run or its probes change: the presence map is on every overview."""
-    added = list(ProbeRow.objects.filter(run=run).order_by("id").values_list("id", "kind", "value"))
-    key = (
-        f"cv:presence-probes:{run.id}:{run.call_count}:{run.analysed_seq}:{run.updated_at.timestamp()}:"
-        + hashlib.sha256(repr(added).encode()).hexdigest()[:16]
-    )
-    found = cache.get(key)
-    if found is None:
-        result = replay_run(run, [parse("recorded")], limited=False, probes_per_call=True)
-        rows = result["policies"][0]["probes_per_call"]
-        found = {
-            "probes": result["probe_definitions"],
-            "content": result["content"],
-            "calls": {row["seq"]: row["places"] for row in rows},
-        }
-        cache.set(key, found, timeout=600)
-    return found
+    (their definitions), ``content`` (as ``probe_hits``), ``partial`` (as ``replay_run``) and ``calls``:
+    per seq, each probe's place. Kept in the cache (by ``replay_run``) until the run or its probes change:
+    the presence map is on every overview. Within the request's time budget, not the item budget: one
+    policy that only reads what each call held."""
+    result = replay_run(run, [parse("recorded")], probes_per_call=True, limited=False, timed=True)
+    rows = result["policies"][0]["probes_per_call"]
+    return {
+        "probes": result["probe_definitions"],
+        "content": result["content"],
+        "partial": result["partial"],
+        "calls": {row["seq"]: row["places"] for row in rows},
+    }
 
 
 def window_rows(window: Sequence[Slot]) -> list[dict]:
