@@ -11,8 +11,10 @@ replays are rate limited, and a replay is kept in the cache by the run's version
 
 import hashlib
 import pickle
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -56,6 +58,11 @@ REPLAY_SECONDS = 6.0
 # Replays one user may compute per window (answers from the cache are not counted); past it, 429.
 REPLAYS_PER_WINDOW = 6
 REPLAY_WINDOW_SECONDS = 60
+# Replays one web process computes at once (answers from the cache are not counted): the others are told
+# to come back (429) at once instead of holding the process's other threads, which serve other pages.
+REPLAYS_AT_ONCE = 1
+_computing = threading.BoundedSemaphore(REPLAYS_AT_ONCE)
+BUSY_RETRY_SECONDS = 2
 # How long a replay is kept; a partial one shortly (a quieter moment may finish it). Larger answers are
 # not kept: the cache is shared by every user (and per process without Redis).
 CACHE_SECONDS = 600
@@ -69,11 +76,14 @@ class ProbeError(ValueError):
 
 
 class TooManyReplays(Exception):
-    """A user past their replays for the window; ``wait``: seconds until the window ends."""
+    """A user past their replays for the window, or the process busy with another replay; ``wait``:
+    the seconds to wait before asking again."""
 
-    def __init__(self, wait: int) -> None:
+    def __init__(self, wait: int, busy: bool = False) -> None:
         super().__init__(
-            f"too many replays: at most {replays_per_window()} a user every "
+            f"the server is computing other replays; try again in {wait} s"
+            if busy
+            else f"too many replays: at most {replays_per_window()} a user every "
             f"{REPLAY_WINDOW_SECONDS} s; try again in {wait} s"
         )
         self.wait = wait
@@ -268,8 +278,9 @@ def replay_run(
     ``limited``: refuse (``TooMuchWork``) a replay over MAX_REPLAY_COST or MAX_REPLAYED_ITEMS and stop
     at the request's time budget (``partial`` says what was cut short; the CLI is not limited);
     ``timed``: stop at the time budget (default: when ``limited``);
-    ``rate_name``: count a replay that is not in the cache against that name's rate
-    (``TooManyReplays``). The answer is kept in the cache by the run's version and what was asked."""
+    ``rate_name``: count a replay that is not in the cache against that name's rate, and compute it
+        only while the process computes no other such replay (``TooManyReplays`` otherwise). The answer
+    is kept in the cache by the run's version and what was asked."""
     calls = list(calls) if calls is not None else run_calls(run)
     definitions = run_probes(run, calls)
     probes = [Probe(entry["kind"], entry["value"]) for entry in definitions]
@@ -291,7 +302,38 @@ def replay_run(
         wait = rate_wait(f"replay:{rate_name}", replays_per_window(), REPLAY_WINDOW_SECONDS)
         if wait:
             raise TooManyReplays(wait)
-    timed = limited if timed is None else timed
+    with _one_at_a_time(rate_name is not None):
+        return _compute(run, calls, policies, probes, definitions, key, at_turn, keep_windows, limited,
+                        probes_per_call, limited if timed is None else timed)  # fmt: skip
+
+
+@contextmanager
+def _one_at_a_time(wanted: bool) -> Iterator[None]:
+    """The process's one replay slot (when ``wanted``): TooManyReplays at once while it is taken."""
+    if not wanted:
+        yield
+        return
+    if not _computing.acquire(blocking=False):
+        raise TooManyReplays(BUSY_RETRY_SECONDS, busy=True)
+    try:
+        yield
+    finally:
+        _computing.release()
+
+
+def _compute(
+    run: Run,
+    calls: list[CallInput],
+    policies: Sequence[Policy],
+    probes: list[Probe],
+    definitions: list[dict],
+    key: str,
+    at_turn: int | None,
+    keep_windows: Iterable[int],
+    limited: bool,
+    probes_per_call: bool,
+    timed: bool,
+) -> dict:
     budget = Budget.start()
     searched = probe_hits(run, calls, probes, budget.probes_until if timed else float("inf"))
     for entry in definitions:

@@ -243,3 +243,18 @@ def test_the_same_replay_asked_again_comes_from_the_cache_until_a_probe_changes(
     assert changed_content >= 1
     body = viewer_client.get(url).json()
     assert "ticket" in [probe["probe"] for probe in body["policies"][0]["probes"]]
+
+
+def test_while_the_process_computes_a_replay_another_is_told_to_come_back_at_once(viewer_client, inspect):
+    run = inspect.incident
+    assert replay._computing.acquire(blocking=False)  # a replay in another thread of this process
+    try:
+        started = time.monotonic()
+        response = viewer_client.get(f"/api/v1/runs/{run.id}/replay?policies=recorded,full")
+        assert time.monotonic() - started < 1.0
+    finally:
+        replay._computing.release()
+    assert response.status_code == 429
+    assert response.json()["error"] == "the server is computing other replays; try again in 2 s"
+    assert response["Retry-After"] == "2"
+    assert viewer_client.get(f"/api/v1/runs/{run.id}/replay?policies=recorded,full").status_code == 200
