@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db.models import Count, Max
+from django.db.models.functions import Coalesce
 
 from ctxcore.analysis import CallInput
 from ctxcore.replay import (
@@ -144,6 +146,22 @@ def run_calls(run: Run, up_to_seq: int | None = None) -> list[CallInput]:
     return [call_input(call, None, read_item) for call in calls.order_by("seq").only(*CALL_INPUT_FIELDS)]
 
 
+@dataclass(frozen=True)
+class Turns:
+    """A run's numbered calls in figures, without reading them: how many, the last seq and last turn."""
+
+    calls: int
+    last_seq: int
+    last_turn: int
+
+
+def run_turns(run: Run) -> Turns:
+    figures = run.calls.filter(seq__isnull=False).aggregate(
+        calls=Count("id"), last_seq=Max("seq"), last_turn=Max(Coalesce("turn", "seq"))
+    )
+    return Turns(figures["calls"], figures["last_seq"] or 0, figures["last_turn"] or 0)
+
+
 def run_probes(run: Run, calls: Sequence[CallInput]) -> list[dict]:
     """The run's probes: its facts and rules first, then the ones people added."""
     standing = standing_probes(item for call in calls for item in call.items)
@@ -239,11 +257,26 @@ def run_version(run: Run) -> str:
     return f"{run.id}:{run.call_count}:{run.analysed_seq}:{run.updated_at.timestamp()}"
 
 
-def _cache_key(run: Run, calls: Sequence[CallInput], probes: Sequence[Probe], *asked: object) -> str:
-    probes_key = [(probe.kind, probe.value) for probe in probes]
-    calls_key = (len(calls), calls[-1].seq if calls else None)
-    digest = hashlib.sha256(repr((calls_key, probes_key, asked)).encode()).hexdigest()[:32]
+def _cache_key(run: Run, calls: Sequence[CallInput] | None, added: Sequence[tuple], *asked: object) -> str:
+    """The run's version, the calls replayed (None: all of them), the probes people added (the standing
+    ones come from the calls) and what was asked."""
+    calls_key = None if calls is None else (len(calls), calls[-1].seq if calls else None)
+    digest = hashlib.sha256(repr((calls_key, list(added), asked)).encode()).hexdigest()[:32]
     return f"cv:replay:{run_version(run)}:{digest}"
+
+
+def _refuse_cost(calls: int, policies: Sequence[Policy], probes: int, exact: bool = True) -> None:
+    """TooMuchWork past the cost limit; ``exact``: the run's standing probes are counted (else the
+    estimate is a lower bound)."""
+    cost = replay_cost(calls, policies, probes)
+    if cost > max_replay_cost():
+        steps = sum(len(policy.steps) for policy in policies)
+        raise TooMuchWork(
+            f"this replay's estimated cost is {'' if exact else 'at least '}{cost:,} (calls x policy "
+            "steps x (1 + probes) = "
+            f"{calls:,} x {steps} x {1 + probes}), over the limit of {max_replay_cost():,}: "
+            "ask for fewer or simpler policies, or follow fewer probes"
+        )
 
 
 def _partial(searched: Searched, result: dict) -> list[str]:
@@ -281,20 +314,16 @@ def replay_run(
     ``rate_name``: count a replay that is not in the cache against that name's rate, and compute it
         only while the process computes no other such replay (``TooManyReplays`` otherwise). The answer
     is kept in the cache by the run's version and what was asked."""
-    calls = list(calls) if calls is not None else run_calls(run)
-    definitions = run_probes(run, calls)
-    probes = [Probe(entry["kind"], entry["value"]) for entry in definitions]
-    if limited:
-        cost = replay_cost(len(calls), policies, len(probes))
-        if cost > max_replay_cost():
-            steps = sum(len(policy.steps) for policy in policies)
-            raise TooMuchWork(
-                f"this replay's estimated cost is {cost:,} (calls x policy steps x (1 + probes) = "
-                f"{len(calls):,} x {steps} x {1 + len(probes)}), over the limit of {max_replay_cost():,}: "
-                "ask for fewer or simpler policies, or follow fewer probes"
-            )
+    # Everything before the replay is read from figures, not from the calls: a refused, cached or
+    # rate-limited request costs a few small queries.
+    added = list(ProbeRow.objects.filter(run=run).order_by("id").values_list("kind", "value"))
+    if limited:  # the standing probes are known once a replay of this version has read the calls
+        standing = cache.get(f"cv:standing-probes:{run_version(run)}")
+        count = len(calls) if calls is not None else run_turns(run).calls
+        _refuse_cost(count, policies, len(added) + (standing or 0), exact=standing is not None)
     specs = [policy.spec for policy in policies]
-    key = _cache_key(run, calls, probes, specs, at_turn, sorted(set(keep_windows)), limited, probes_per_call)
+    asked = (specs, at_turn, sorted(set(keep_windows)), limited, probes_per_call)
+    key = _cache_key(run, calls, added, *asked)
     found = cache.get(key)
     if found is not None:
         return pickle.loads(found)
@@ -303,8 +332,18 @@ def replay_run(
         if wait:
             raise TooManyReplays(wait)
     with _one_at_a_time(rate_name is not None):
-        return _compute(run, calls, policies, probes, definitions, key, at_turn, keep_windows, limited,
-                        probes_per_call, limited if timed is None else timed)  # fmt: skip
+        whole_run = calls is None
+        calls = list(calls) if calls is not None else run_calls(run)
+        definitions = run_probes(run, calls)
+        probes = [Probe(entry["kind"], entry["value"]) for entry in definitions]
+        if whole_run:
+            standing = sum(entry["standing"] for entry in definitions)
+            cache.set(f"cv:standing-probes:{run_version(run)}", standing, timeout=CACHE_SECONDS)
+        if limited:
+            _refuse_cost(len(calls), policies, len(probes))
+        timed = limited if timed is None else timed
+        asked_for = (at_turn, keep_windows, limited, probes_per_call, timed)
+        return _compute(run, calls, policies, probes, definitions, key, *asked_for)
 
 
 @contextmanager

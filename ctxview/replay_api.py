@@ -23,10 +23,10 @@ from ctxview.replay import (
     ProbeError,
     TooManyReplays,
     clean_probe,
-    last_turn,
     replay_run,
     run_calls,
     run_probes,
+    run_turns,
 )
 from ctxview.review_api import json_body, readable_run, require_role, review_view
 from ctxview.writes import Refused, form_int
@@ -74,10 +74,10 @@ def run_replay(request: HttpRequest, projects: QuerySet[Project], run_id: int) -
     if run is None:
         return error("no such run", 404)
     policies = policies_param(request)
-    calls = run_calls(run)
-    if not calls:
+    turns = run_turns(run)  # figures only: a refused or cached replay reads no call
+    if not turns.calls:
         return error("the run has no numbered calls to replay yet", 409)
-    last = last_turn(calls)
+    last = turns.last_turn
     # A turn past the run's last is read at the last (the answer says which): a client cannot know a
     # run's turns before asking, and the schema cannot state them.
     at_turn = min(int_query(request, "at_turn", last, 1, 2**31 - 1), last)
@@ -87,13 +87,14 @@ def run_replay(request: HttpRequest, projects: QuerySet[Project], run_id: int) -
     except ReaskError as exc:
         raise BadParameter(f"re-ask: {exc}") from None
     endpoint, reask_off = endpoint_for(request.user, run.project) if question else (None, "")
+    calls = run_calls(run) if endpoint else None
     try:
         result = replay_run(
             run,
             policies,
             at_turn,
             calls,
-            keep_windows=[query_call(calls, at_turn)] if endpoint else [],
+            keep_windows=[query_call(calls, at_turn)] if calls is not None else [],
             rate_name=_rate_name(request),
         )
     except TooMuchWork as exc:

@@ -19,9 +19,9 @@ from ctxview.replay import (
     ProbeError,
     TooManyReplays,
     clean_probe,
-    last_turn,
     replay_run,
     run_calls,
+    run_turns,
     window_rows,
 )
 from ctxview.shapes.plot import base_layout, config, plot_text
@@ -73,12 +73,12 @@ def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
         shown = parse(request.GET["policy"]) if request.GET.get("policy") else None
     except BadPolicy as exc:
         raise BadParameter(str(exc)) from None
-    calls = run_calls(run)
-    if not calls:
+    turns = run_turns(run)  # figures only: a refused or cached replay reads no call
+    if not turns.calls:
         raise BadParameter("this run has no numbered calls to replay yet")
-    last = last_turn(calls)
+    last = turns.last_turn
     at_turn = int_param(request.GET, "at_turn", last, 1, last)
-    seq = int_param(request.GET, "seq", calls[-1].seq, 1, calls[-1].seq) if shown else None
+    seq = int_param(request.GET, "seq", turns.last_seq, 1, turns.last_seq) if shown else None
     # The recorded policy first, as the page's reference row.
     policies.sort(key=lambda policy: policy.spec != "recorded")
     policies_text = ",".join(policy.spec for policy in policies)
@@ -90,7 +90,9 @@ def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
         raise BadParameter(f"re-ask: {exc}") from None
     endpoint, reask_off = endpoint_for(request.user, run.project)
     keep = [seq] if seq else []
+    calls = None
     if endpoint and question:
+        calls = run_calls(run)
         keep.append(query_call(calls, at_turn))
     try:
         result = replay_run(
