@@ -130,6 +130,8 @@ def test_stored_hostile_probes_are_unknown_with_the_reason_on_every_page(viewer_
     assert all(places[value]["how"] == "unknown" for value in STORED_HOSTILE)
     page = viewer_client.get(f"/runs/{run.id}/replay").content.decode()
     assert "unknown: cannot run" in page and "invalid perl operator" in page
+    panel = viewer_client.get(f"/runs/{run.id}/panels/presence").content.decode()
+    assert f"{len(STORED_HOSTILE)} probes cannot run" in panel
 
 
 def test_a_backtracking_probe_no_longer_makes_a_replay_slow(viewer_client, inspect, stored):
@@ -157,6 +159,11 @@ def test_a_request_over_its_time_budget_answers_what_it_has_marked_partial(
     assert page.status_code == 200
     assert 'data-partial="true"' in page.content.decode()
     assert "it replayed 1 of 57 calls" in page.content.decode()
+    panel = viewer_client.get(f"/runs/{run.id}/panels/presence")
+    assert panel.status_code == 200
+    assert (
+        "Partial: the replay ran out of its 0 s budget: it replayed 1 of 57 calls" in panel.content.decode()
+    )
 
 
 def test_a_probe_search_over_its_budget_leaves_the_rest_unknown(viewer_client, inspect, stored, monkeypatch):
