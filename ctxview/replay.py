@@ -56,6 +56,10 @@ MAX_REPLAY_COST = 400_000
 # A request's time budget: its text and regex probes over the run's content, then the replay (both
 # counted from the request's start). Past it the answer is what was done, marked partial.
 PROBE_SEARCH_SECONDS = 2.0
+# A request's memory budget: the run's content it reads for its text and regex probes (one copy, and a
+# normalised one for text probes; one compiled pattern at a time, RE2's MAX_MEM each). Past it those
+# probes are unknown, marked partial.
+MAX_SEARCHED_CHARS = 32_000_000
 REPLAY_SECONDS = 6.0
 # Replays one user may compute per window (answers from the cache are not counted); past it, 429.
 REPLAYS_PER_WINDOW = 6
@@ -70,7 +74,7 @@ BUSY_RETRY_SECONDS = 2
 CACHE_SECONDS = 600
 PARTIAL_CACHE_SECONDS = 60
 MAX_CACHED_BYTES = 2_000_000
-CONTENT_CHUNK = 2000
+CONTENT_CHUNK = 500  # texts a query reads: the memory budget is checked between them
 
 
 class ProbeError(ValueError):
@@ -93,6 +97,10 @@ class TooManyReplays(Exception):
 
 def replays_per_window() -> int:
     return getattr(settings, "CTXVIEW_REPLAYS_PER_MINUTE", REPLAYS_PER_WINDOW)
+
+
+def max_searched_chars() -> int:
+    return getattr(settings, "CTXVIEW_MAX_SEARCHED_CHARS", MAX_SEARCHED_CHARS)
 
 
 def max_replay_cost() -> int:
@@ -177,12 +185,23 @@ def run_probes(run: Run, calls: Sequence[CallInput]) -> list[dict]:
     ]
 
 
-def _contents(project_id: int, hashes: Iterable[str]) -> dict[str, str]:
+def _contents(project_id: int, hashes: Iterable[str], max_chars: int | None) -> tuple[dict[str, str], bool]:
+    """The stored texts among ``hashes``, and whether all were read: reading stops once past
+    ``max_chars`` (None: only which hashes have a text, each mapped to "")."""
     wanted = sorted(set(hashes))
     found: dict[str, str] = {}
+    total = 0
     for start in range(0, len(wanted), CONTENT_CHUNK):
-        found.update(Content.objects.by_hash(project_id, wanted[start : start + CONTENT_CHUNK], "text"))
-    return found
+        chunk = wanted[start : start + CONTENT_CHUNK]
+        if max_chars is None:
+            found.update((row[0], "") for row in Content.objects.by_hash(project_id, chunk))
+            continue
+        for key, text in Content.objects.by_hash(project_id, chunk, "text"):
+            found[key] = text
+            total += len(text)
+        if total > max_chars:
+            return found, False
+    return found, True
 
 
 def regex_hits(compiled, contents: dict[str, str], until: float) -> frozenset[str] | None:
@@ -208,12 +227,13 @@ def regex_hits(compiled, contents: dict[str, str], until: float) -> frozenset[st
 class Searched:
     """What ``probe_hits`` found: per text or regex probe the hashes holding it (None: unknown), how
     much content the run kept ("all", "partial", "none"), why a stored probe cannot run, and the probes
-    left unknown because the time ran out."""
+    left unknown because the time ran out (or all of them: the content was too much to read)."""
 
     hits: dict
     content: str
     refused: dict[str, str]
     out_of_time: list[str]
+    too_much: bool = False  # the run's content is past MAX_SEARCHED_CHARS: text and regex probes unknown
 
 
 def probe_hits(run: Run, calls: Sequence[CallInput], probes: Sequence[Probe], until: float) -> Searched:
@@ -225,13 +245,14 @@ def probe_hits(run: Run, calls: Sequence[CallInput], probes: Sequence[Probe], un
     hashes = {item.hash for call in calls for item in call.items}
     if not hashes:
         return Searched({}, "none", {}, [])
-    contents = _contents(run.project_id, hashes)
+    # Texts are read only to be searched; past MAX_SEARCHED_CHARS the search would hold too much.
+    contents, whole = _contents(run.project_id, hashes, max_searched_chars() if searched else None)
     kept = "all" if len(contents) == len(hashes) else "partial" if contents else "none"
-    result = Searched({}, kept, {}, [])
+    result = Searched({}, kept, {}, [], too_much=not whole)
     normalised: dict[str, str] | None = None
     for probe in searched:
         result.hits[probe.value] = None
-        if kept == "none":
+        if kept == "none" or not whole:
             continue
         if time.monotonic() > until:
             result.out_of_time.append(probe.value)
@@ -282,6 +303,11 @@ def _refuse_cost(calls: int, policies: Sequence[Policy], probes: int, exact: boo
 def _partial(searched: Searched, result: dict) -> list[str]:
     """What the request's budget cut short, as sentences for the page and the API."""
     notes = []
+    if searched.too_much:
+        notes.append(
+            f"the run's content is over the {max_searched_chars():,} characters a probe search reads: "
+            "text and regex probes unknown"
+        )
     if searched.out_of_time:
         notes.append(
             f"the probe search ran out of its {PROBE_SEARCH_SECONDS:g} s budget: "

@@ -265,3 +265,21 @@ def test_while_the_process_computes_a_replay_another_is_told_to_come_back_at_onc
     assert response.json()["error"] == "the server is computing other replays; try again in 2 s"
     assert response["Retry-After"] == "2"
     assert viewer_client.get(f"/api/v1/runs/{run.id}/replay?policies=recorded,full").status_code == 200
+
+
+def test_content_past_the_memory_budget_leaves_text_probes_unknown_marked_partial(
+    viewer_client, inspect, stored, settings
+):
+    run = inspect.incident
+    stored([r"pay-shard-\d"])
+    url = f"/api/v1/runs/{run.id}/replay?policies=recorded"
+    assert viewer_client.get(url).json()["partial"] == []
+    settings.CTXVIEW_MAX_SEARCHED_CHARS = 1_000
+    Probe.objects.create(project=inspect.project, run=run, kind="text", value="ticket")  # a new replay
+    body = viewer_client.get(url).json()
+    assert body["partial"] == [
+        "the run's content is over the 1,000 characters a probe search reads: text and regex probes unknown"
+    ]
+    places = {probe["probe"]: probe["how"] for probe in body["policies"][0]["probes"]}
+    assert places[r"pay-shard-\d"] == places["ticket"] == "unknown"
+    assert body["content"] == "all"  # what the run kept; the search read less of it
