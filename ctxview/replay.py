@@ -340,6 +340,7 @@ def replay_run(
     ``rate_name``: count a replay that is not in the cache against that name's rate, and compute it
         only while the process computes no other such replay (``TooManyReplays`` otherwise). The answer
     is kept in the cache by the run's version and what was asked."""
+    budget = Budget.start()  # from the request's first query: reading the calls counts too
     # Everything before the replay is read from figures, not from the calls: a refused, cached or
     # rate-limited request costs a few small queries.
     added = list(ProbeRow.objects.filter(run=run).order_by("id").values_list("kind", "value"))
@@ -353,11 +354,12 @@ def replay_run(
     found = cache.get(key)
     if found is not None:
         return pickle.loads(found)
-    if rate_name is not None:
-        wait = rate_wait(f"replay:{rate_name}", replays_per_window(), REPLAY_WINDOW_SECONDS)
-        if wait:
-            raise TooManyReplays(wait)
     with _one_at_a_time(rate_name is not None):
+        # Counted once the slot is held: a request told the process is busy has cost the user nothing.
+        if rate_name is not None:
+            wait = rate_wait(f"replay:{rate_name}", replays_per_window(), REPLAY_WINDOW_SECONDS)
+            if wait:
+                raise TooManyReplays(wait)
         whole_run = calls is None
         calls = list(calls) if calls is not None else run_calls(run)
         definitions = run_probes(run, calls)
@@ -368,7 +370,7 @@ def replay_run(
         if limited:
             _refuse_cost(len(calls), policies, len(probes))
         timed = limited if timed is None else timed
-        asked_for = (at_turn, keep_windows, limited, probes_per_call, timed)
+        asked_for = (at_turn, keep_windows, limited, probes_per_call, timed, budget)
         return _compute(run, calls, policies, probes, definitions, key, *asked_for)
 
 
@@ -398,8 +400,8 @@ def _compute(
     limited: bool,
     probes_per_call: bool,
     timed: bool,
+    budget: Budget,
 ) -> dict:
-    budget = Budget.start()
     searched = probe_hits(run, calls, probes, budget.probes_until if timed else float("inf"))
     for entry in definitions:
         entry["refused"] = searched.refused.get(entry["value"]) if entry["kind"] == "regex" else None

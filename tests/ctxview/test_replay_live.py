@@ -1,21 +1,27 @@
-"""Issue 30, finding 5, attacked through a live gunicorn on PostgreSQL: ten clients flood the replay of a
-1,200-call run with twenty probes (the issue's twelve three-step policies, and replays within the cost
-limit at every turn) while another project's user reads their run; that user's pages stay under 1 s."""
+"""Issue 30, findings 4 and 5, attacked through a live gunicorn on PostgreSQL: the huge patterns of the
+issue are refused fast with the worker's memory flat; a viewer's pages on a run with stored hostile
+probes answer within the budget; ten clients flood the replay of a 1,200-call run with twenty probes
+(the issue's twelve three-step policies, and replays within the cost limit at every turn) while another
+project's user reads their run, whose pages stay under 1 s."""
 
 import random
+import re
 import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
 import ctxview_sdk
 from ctxview.models import Probe
-from ingest.models import Run
+from ctxview.replay import REPLAY_SECONDS
+from ingest.models import Membership, Run
 from tests import factories, services
 from tests.ctxview import ui_data
 from tests.ctxview.test_outbound_live import session_for
+from tests.ctxview.test_replay_limits import HUGE, STORED_HOSTILE
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -46,10 +52,20 @@ def long_story() -> None:
 
 
 @pytest.fixture(scope="module")
-def web(service_env):
-    process, url = services.start_web(service_env, name="web-replay-flood", server="gunicorn")
-    yield url
+def web_server(service_env):
+    process, url = services.start_web(service_env, name="web-replay-live", server="gunicorn")
+    yield process, url
     process.stop()
+
+
+@pytest.fixture
+def web(web_server):
+    return web_server[1]
+
+
+@pytest.fixture
+def web_process(web_server):
+    return web_server[0]
 
 
 def test_a_replay_flood_leaves_another_projects_pages_under_a_second(web):
@@ -125,5 +141,72 @@ def test_a_replay_flood_leaves_another_projects_pages_under_a_second(web):
     assert statuses[("issue", 400)] >= 1 and statuses[("within", 429)] >= 1
     assert not [entry for entry in statuses if entry[1] not in (200, 400, 429)]
     assert max(took["issue"]) < 3.0, took["issue"]  # refused before any work, not 8.8-11 s
+    # Computed within the budget (then answered: the JSON of 4 policies x 1,200 calls).
+    assert max(took["within"]) < REPLAY_SECONDS + 2, took["within"]
     assert len(latencies) >= 10
     assert max(latencies) < 1.0, latencies
+
+
+def worker_rss_kb(master: int) -> int:
+    """The resident memory of the gunicorn master's worker processes, summed (kB)."""
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    total = 0
+    for pid in children:
+        status = Path(f"/proc/{pid}/status").read_text()
+        total += int(re.search(r"^VmRSS:\s+(\d+)", status, re.M).group(1))
+    return total
+
+
+def test_huge_patterns_and_stored_hostile_probes_leave_the_live_worker_flat(web, web_process):
+    owner = factories.user("hostile-owner")
+    project, key = factories.project_with_key("hostile-probes", owner=owner)
+    ui_data.post(ui_data.demo_requests(), key)
+    run = Run.objects.get(project=project, key="demo-incident-turn-40")
+    viewer = factories.user("hostile-viewer")
+    Membership.objects.create(project=project, user=viewer, role=Membership.Role.VIEWER)
+    editor = session_for(owner)
+    html = editor.get(f"{web}/runs/{run.id}/replay", timeout=30).text
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html).group(1)
+    headers = {"X-CSRFToken": token, "Origin": web, "Referer": f"{web}/runs/{run.id}/replay"}
+    master = web_process.popen.pid
+    before = worker_rss_kb(master)
+    slowest = 0.0
+    for value in HUGE * 5:
+        started = time.monotonic()
+        answer = editor.post(
+            f"{web}/api/v1/runs/{run.id}/probes",
+            json={"kind": "regex", "value": value},
+            headers=headers,
+            timeout=30,
+        )
+        slowest = max(slowest, time.monotonic() - started)
+        assert answer.status_code == 400, (value, answer.status_code, answer.text)
+        assert "invalid repetition size" in answer.json()["error"]
+    grown = worker_rss_kb(master) - before
+    print(
+        f"20 huge patterns: slowest refusal {slowest:.3f} s, worker RSS {before} kB -> +{grown} kB", end="; "
+    )
+    assert slowest < 2.0 and grown < 20_000
+
+    for value in STORED_HOSTILE * 2:  # as an older version stored them: 12 rows
+        Probe.objects.get_or_create(project=project, run=run, kind="regex", value=value)
+    for number in range(12 - Probe.objects.filter(run=run).count()):
+        Probe.objects.create(project=project, run=run, kind="regex", value=f"(?<=x{number})y")
+    assert Probe.objects.filter(run=run).count() == 12
+    reader = session_for(viewer)
+    before = worker_rss_kb(master)
+    took = {}
+    for url in (
+        f"/runs/{run.id}/panels/presence",
+        f"/runs/{run.id}/",
+        f"/runs/{run.id}/replay",
+        f"/api/v1/runs/{run.id}/replay",
+    ):
+        started = time.monotonic()
+        answer = reader.get(f"{web}{url}", timeout=60)
+        took[url] = round(time.monotonic() - started, 3)
+        assert answer.status_code == 200, (url, answer.status_code)
+    grown = worker_rss_kb(master) - before
+    print(f"a viewer's pages with 12 hostile probes: {took} s, worker RSS +{grown} kB")
+    assert max(took.values()) < REPLAY_SECONDS, took
+    assert grown < 50_000, grown
