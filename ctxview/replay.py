@@ -13,8 +13,7 @@ import hashlib
 import pickle
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -69,6 +68,10 @@ REPLAY_WINDOW_SECONDS = 60
 REPLAYS_AT_ONCE = 1
 _computing = threading.BoundedSemaphore(REPLAYS_AT_ONCE)
 BUSY_RETRY_SECONDS = 2
+# The replays being computed in this process, by cache key, each with an event set when it is done.
+_in_flight: dict[str, threading.Event] = {}
+_in_flight_lock = threading.Lock()
+SAME_REPLAY_WAIT = 1.0
 # How long a replay is kept; a partial one shortly (a quieter moment may finish it). Larger answers are
 # not kept: the cache is shared by every user (and per process without Redis).
 CACHE_SECONDS = 600
@@ -354,7 +357,9 @@ def replay_run(
     found = cache.get(key)
     if found is not None:
         return pickle.loads(found)
-    with _one_at_a_time(rate_name is not None):
+
+    def compute() -> dict:
+        nonlocal calls
         # Counted once the slot is held: a request told the process is busy has cost the user nothing.
         if rate_name is not None:
             wait = rate_wait(f"replay:{rate_name}", replays_per_window(), REPLAY_WINDOW_SECONDS)
@@ -369,22 +374,31 @@ def replay_run(
             cache.set(f"cv:standing-probes:{run_version(run)}", standing, timeout=CACHE_SECONDS)
         if limited:
             _refuse_cost(len(calls), policies, len(probes))
-        timed = limited if timed is None else timed
-        asked_for = (at_turn, keep_windows, limited, probes_per_call, timed, budget)
-        return _compute(run, calls, policies, probes, definitions, key, *asked_for)
+        asked_for = (at_turn, keep_windows, limited, probes_per_call, limited if timed is None else timed)
+        return _compute(run, calls, policies, probes, definitions, key, *asked_for, budget)
+
+    return _alone(key, compute) if rate_name is not None else compute()
 
 
-@contextmanager
-def _one_at_a_time(wanted: bool) -> Iterator[None]:
-    """The process's one replay slot (when ``wanted``): TooManyReplays at once while it is taken."""
-    if not wanted:
-        yield
-        return
-    if not _computing.acquire(blocking=False):
+def _alone(key: str, compute: Callable[[], dict]) -> dict:
+    """``compute()`` holding the process's replay slot. While another request holds it, the same replay
+    (same key: ten tabs asking at once) is waited for up to SAME_REPLAY_WAIT and served from the cache;
+    any other is TooManyReplays at once."""
+    with _in_flight_lock:
+        held = _computing.acquire(blocking=False)
+        event = _in_flight.setdefault(key, threading.Event()) if held else _in_flight.get(key)
+    if not held:
+        if event is not None and event.wait(SAME_REPLAY_WAIT):
+            found = cache.get(key)
+            if found is not None:
+                return pickle.loads(found)
         raise TooManyReplays(BUSY_RETRY_SECONDS, busy=True)
     try:
-        yield
+        return compute()
     finally:
+        with _in_flight_lock:
+            del _in_flight[key]
+        event.set()
         _computing.release()
 
 

@@ -294,3 +294,30 @@ def test_content_past_the_memory_budget_leaves_text_probes_unknown_marked_partia
     places = {probe["probe"]: probe["how"] for probe in body["policies"][0]["probes"]}
     assert places[r"pay-shard-\d"] == places["ticket"] == "unknown"
     assert body["content"] == "all"  # what the run kept; the search read less of it
+
+
+def test_the_same_replay_asked_while_it_is_computed_waits_for_it_and_another_does_not():
+    import pickle
+    import threading
+
+    from django.core.cache import cache
+
+    started, finish = threading.Event(), threading.Event()
+
+    def slow() -> dict:
+        started.set()
+        finish.wait(5)
+        cache.set("cv:replay:test-same", pickle.dumps({"answer": 1}))
+        return {"answer": 1}
+
+    first = threading.Thread(target=replay._alone, args=("cv:replay:test-same", slow))
+    first.start()
+    assert started.wait(5)
+    with pytest.raises(replay.TooManyReplays, match="computing other replays"):
+        replay._alone("cv:replay:test-other", lambda: {"answer": 2})
+    threading.Timer(0.2, finish.set).start()
+    begun = time.monotonic()
+    assert replay._alone("cv:replay:test-same", lambda: {"answer": "computed again"}) == {"answer": 1}
+    assert time.monotonic() - begun < replay.SAME_REPLAY_WAIT
+    first.join(5)
+    assert replay._in_flight == {}
