@@ -13,11 +13,21 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from ctxcore.replay import DEFAULT_POLICIES, BadPolicy, TooMuchWork, parse_list
 from ctxcore.replay.reask import ReaskError
 from ctxcore.replay.simulate import query_call
+from ctxview.access import key_from_request
 from ctxview.api import api_view, error, get_run, int_query
 from ctxview.models import Probe
 from ctxview.params import BadParameter
 from ctxview.reask import endpoint_for, question_from, reask_replay
-from ctxview.replay import MAX_PROBES, ProbeError, clean_probe, last_turn, replay_run, run_calls, run_probes
+from ctxview.replay import (
+    MAX_PROBES,
+    ProbeError,
+    TooManyReplays,
+    clean_probe,
+    replay_run,
+    run_calls,
+    run_probes,
+    run_turns,
+)
 from ctxview.review_api import json_body, readable_run, require_role, review_view
 from ctxview.writes import Refused, form_int
 from ingest.models import Membership, Project
@@ -50,6 +60,13 @@ def policies_param(request: HttpRequest) -> list:
         raise BadParameter(f"policies: {exc}") from None
 
 
+def _rate_name(request: HttpRequest) -> str:
+    """Whose replays these are: the logged-in user, or the ingest key."""
+    if request.user.is_authenticated:
+        return f"user:{request.user.pk}"
+    return f"key:{key_from_request(request)}"
+
+
 @api_view
 def run_replay(request: HttpRequest, projects: QuerySet[Project], run_id: int) -> JsonResponse:
     """The run replayed under each policy asked for, with its probes at the query turn."""
@@ -57,10 +74,10 @@ def run_replay(request: HttpRequest, projects: QuerySet[Project], run_id: int) -
     if run is None:
         return error("no such run", 404)
     policies = policies_param(request)
-    calls = run_calls(run)
-    if not calls:
+    turns = run_turns(run)  # figures only: a refused or cached replay reads no call
+    if not turns.calls:
         return error("the run has no numbered calls to replay yet", 409)
-    last = last_turn(calls)
+    last = turns.last_turn
     # A turn past the run's last is read at the last (the answer says which): a client cannot know a
     # run's turns before asking, and the schema cannot state them.
     at_turn = min(int_query(request, "at_turn", last, 1, 2**31 - 1), last)
@@ -70,12 +87,22 @@ def run_replay(request: HttpRequest, projects: QuerySet[Project], run_id: int) -
     except ReaskError as exc:
         raise BadParameter(f"re-ask: {exc}") from None
     endpoint, reask_off = endpoint_for(request.user, run.project) if question else (None, "")
+    calls = run_calls(run) if endpoint else None
     try:
         result = replay_run(
-            run, policies, at_turn, calls, keep_windows=[query_call(calls, at_turn)] if endpoint else []
+            run,
+            policies,
+            at_turn,
+            calls,
+            keep_windows=[query_call(calls, at_turn)] if calls is not None else [],
+            rate_name=_rate_name(request),
         )
     except TooMuchWork as exc:
         raise BadParameter(str(exc)) from None
+    except TooManyReplays as exc:
+        response = error(str(exc), 429)
+        response["Retry-After"] = str(exc.wait)
+        return response
     reask = reask_replay(endpoint, result, question) if endpoint and question else {}
     return JsonResponse(
         {
@@ -83,6 +110,8 @@ def run_replay(request: HttpRequest, projects: QuerySet[Project], run_id: int) -
             "at_turn": result["at_turn"],
             "query_seq": result["query_seq"],
             "last_turn": result["last_turn"],
+            # What the request's time budget cut short (empty when nothing was): the rest is what it had.
+            "partial": result["partial"],
             "content": result["content"],
             "cheapest_keeping_all": result["cheapest_keeping_all"],
             "probes": result["probe_definitions"],
@@ -118,12 +147,13 @@ def run_probes_view(request: HttpRequest, run_id: int) -> HttpResponse:
             raise Refused("no such probe on this run", 404)
         return HttpResponse(status=204)
     data = json_body(request, limit=10_000)
+    # The cap before the pattern is compiled: a full run costs no compile at all.
+    if Probe.objects.filter(run=run).count() >= MAX_PROBES:
+        raise Refused(f"a run has at most {MAX_PROBES} probes", 400)
     try:
         kind, value = clean_probe(data.get("kind"), data.get("value"))
     except ProbeError as exc:
         raise Refused(str(exc), 400) from None
-    if Probe.objects.filter(run=run).count() >= MAX_PROBES:
-        raise Refused(f"a run has at most {MAX_PROBES} probes", 400)
     try:
         with transaction.atomic():
             probe = Probe.objects.create(

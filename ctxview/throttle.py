@@ -56,3 +56,23 @@ def succeeded(username: str) -> None:
     does not excuse the others)."""
     key, _ = _counters(username, "")[0]
     cache.delete_many([key, f"{key}:since"])
+
+
+def rate_wait(name: str, limit: int, window: int) -> int:
+    """Counts one request under ``name`` (e.g. a user's replays) in a fixed window of ``window`` seconds:
+    0 while it is within ``limit`` (0: no limit), else the seconds until the window ends."""
+    if not limit:
+        return 0
+    key = f"ctxview:rate:{hashlib.sha256(name.encode()).hexdigest()[:32]}"
+    if cache.add(key, 0, timeout=window):
+        cache.set(f"{key}:since", time.time(), timeout=window)
+    try:
+        count = cache.incr(key)
+    except ValueError:  # the window ended between add and incr: this request opens the next one
+        cache.add(key, 1, timeout=window)
+        cache.set(f"{key}:since", time.time(), timeout=window)
+        return 0
+    if count <= limit:
+        return 0
+    since = cache.get(f"{key}:since") or time.time()
+    return max(1, math.ceil(since + window - time.time()))

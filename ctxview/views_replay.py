@@ -3,7 +3,7 @@ a chart per turn; one policy's window at one call; and the probes people follow 
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
@@ -17,10 +17,11 @@ from ctxview.reask import MAX_EXPECTED, endpoint_for, question_from, reask_repla
 from ctxview.replay import (
     MAX_PROBES,
     ProbeError,
+    TooManyReplays,
     clean_probe,
-    last_turn,
     replay_run,
     run_calls,
+    run_turns,
     window_rows,
 )
 from ctxview.shapes.plot import base_layout, config, plot_text
@@ -72,12 +73,12 @@ def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
         shown = parse(request.GET["policy"]) if request.GET.get("policy") else None
     except BadPolicy as exc:
         raise BadParameter(str(exc)) from None
-    calls = run_calls(run)
-    if not calls:
+    turns = run_turns(run)  # figures only: a refused or cached replay reads no call
+    if not turns.calls:
         raise BadParameter("this run has no numbered calls to replay yet")
-    last = last_turn(calls)
+    last = turns.last_turn
     at_turn = int_param(request.GET, "at_turn", last, 1, last)
-    seq = int_param(request.GET, "seq", calls[-1].seq, 1, calls[-1].seq) if shown else None
+    seq = int_param(request.GET, "seq", turns.last_seq, 1, turns.last_seq) if shown else None
     # The recorded policy first, as the page's reference row.
     policies.sort(key=lambda policy: policy.spec != "recorded")
     policies_text = ",".join(policy.spec for policy in policies)
@@ -89,12 +90,18 @@ def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
         raise BadParameter(f"re-ask: {exc}") from None
     endpoint, reask_off = endpoint_for(request.user, run.project)
     keep = [seq] if seq else []
+    calls = None
     if endpoint and question:
+        calls = run_calls(run)
         keep.append(query_call(calls, at_turn))
     try:
-        result = replay_run(run, policies, at_turn, calls, keep_windows=keep)
+        result = replay_run(
+            run, policies, at_turn, calls, keep_windows=keep, rate_name=f"user:{request.user.pk}"
+        )
     except TooMuchWork as exc:
         raise BadParameter(str(exc)) from None
+    except TooManyReplays as exc:
+        return too_many(request, exc)
     reask = reask_replay(endpoint, result, question) if endpoint and question else {}
     by_spec = {entry["policy"]: entry for entry in result["policies"]}
     window = by_spec[shown.spec]["windows"].get(seq) if shown else None
@@ -128,6 +135,18 @@ def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
     return render_page(request, "ctxview/replay.html", context, regions=("page", "window"))
 
 
+def too_many(request: HttpRequest, exc: TooManyReplays) -> HttpResponse:
+    """429 with Retry-After, its page (or htmx fragment) saying how long to wait."""
+    htmx = getattr(request, "htmx", None)
+    template = "ctxview/error.html"
+    if htmx and not htmx.history_restore_request:
+        template += "#page" if htmx.target == "page" else "#message"
+    context = {"title": "Too many replays", "message": str(exc), "status": 429}
+    response = render(request, template, context, status=429)
+    response["Retry-After"] = str(exc.wait)
+    return response
+
+
 @require_POST
 @login_required
 def replay_probes(request: HttpRequest, run_id: int) -> HttpResponse:
@@ -140,12 +159,13 @@ def replay_probes(request: HttpRequest, run_id: int) -> HttpResponse:
         probe_id = form_int(request.POST["delete"])  # "²" passes isdigit(), not int(): a 500 before
         Probe.objects.filter(run=run, id=probe_id if isinstance(probe_id, int) else 0).delete()
         return redirect(back)
+    # The cap before the pattern is compiled: a full run costs no compile at all.
+    if Probe.objects.filter(run=run).count() >= MAX_PROBES:
+        return bad_request(request, f"a run has at most {MAX_PROBES} probes")
     try:
         kind, value = clean_probe(request.POST.get("kind"), request.POST.get("value"))
     except ProbeError as exc:
         return bad_request(request, str(exc))
-    if Probe.objects.filter(run=run).count() >= MAX_PROBES:
-        return bad_request(request, f"a run has at most {MAX_PROBES} probes")
     Probe.objects.get_or_create(
         run=run, kind=kind, value=value, defaults={"project": run.project, "created_by": request.user}
     )

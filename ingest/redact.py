@@ -62,6 +62,9 @@ _SCREENS[_OLD_EMAIL] = _SCREENS[DEFAULT_PATTERNS[5][1]]
 # bounded window bounds the time of each step.
 MAX_PATTERN_LENGTH = 500
 MAX_PROGRAM_SIZE = 4000
+# Memory one compiled pattern may take, program and DFA cache (RE2's default, stated): past it RE2
+# refuses the pattern, or searches without the DFA (slower, still linear).
+MAX_MEM = 8 << 20
 WINDOW = 8192
 OVERLAP = 1024
 # The time masking one request may take: a fixed part plus a part per byte. A legitimate batch takes
@@ -117,22 +120,32 @@ def _re2_error(exc: Exception) -> str:
     return detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
 
 
-def _check_own_pattern(name: str, pattern: str) -> None:
-    """A project's own pattern (not a default): RE2 must take it, small, and not matching nothing."""
-    if len(pattern) > MAX_PATTERN_LENGTH:
-        raise PatternError(f"pattern {name} is longer than {MAX_PATTERN_LENGTH} characters")
+def compile_own(pattern: str, label: str, case_sensitive: bool = True) -> "re2._Regexp":
+    """A person's pattern compiled by RE2 within MAX_MEM and MAX_PROGRAM_SIZE, or PatternError naming
+    ``label`` and why. Not through ``re2.compile``: that keeps the process's last 128 patterns in an LRU
+    cache (up to MAX_MEM each), where a pattern must live only as long as its caller holds it."""
+    options = _options()
+    options.case_sensitive = case_sensitive
+    options.max_mem = MAX_MEM
     try:
-        compiled = re2.compile(pattern, _options())
+        compiled = re2._Regexp(pattern, options)
     except re2.error as exc:
         raise PatternError(
-            f"pattern {name}: {_re2_error(exc)} (patterns use RE2 syntax, which runs in linear time: "
+            f"{label}: {_re2_error(exc)} (patterns use RE2 syntax, which runs in linear time: "
             "no look-around and no back-references)"
         ) from None
     if compiled.programsize > MAX_PROGRAM_SIZE:
         raise PatternError(
-            f"pattern {name} is too complex (RE2 program of {compiled.programsize} > "
-            f"{MAX_PROGRAM_SIZE} instructions)"
+            f"{label}: too complex (RE2 program of {compiled.programsize} > {MAX_PROGRAM_SIZE} instructions)"
         )
+    return compiled
+
+
+def _check_own_pattern(name: str, pattern: str) -> None:
+    """A project's own pattern (not a default): RE2 must take it, small, and not matching nothing."""
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        raise PatternError(f"pattern {name} is longer than {MAX_PATTERN_LENGTH} characters")
+    compiled = compile_own(pattern, f"pattern {name}")
     if compiled.fullmatch("") is not None:
         raise PatternError(f"pattern {name} matches the empty string, so it would mask nothing")
 

@@ -12,7 +12,14 @@ from ctxcore.replay.policies import (
     parse_list,
 )
 from ctxcore.replay.probes import PROBE_KINDS, Place, Probe, locate, standing_probes, text_hits
-from ctxcore.replay.simulate import Pool, TooMuchWork, cheapest_keeping_all, keeps_every_probe, replay
+from ctxcore.replay.simulate import (
+    Pool,
+    TooMuchWork,
+    cheapest_keeping_all,
+    keeps_every_probe,
+    replay,
+    replay_cost,
+)
 
 __all__ = [
     "DEFAULT_POLICIES",
@@ -32,6 +39,7 @@ __all__ = [
     "parse",
     "parse_list",
     "replay",
+    "replay_cost",
     "standing_probes",
     "text_hits",
 ]

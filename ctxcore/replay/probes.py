@@ -56,12 +56,13 @@ def normalise(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
-def text_hits(probe: Probe, contents: Mapping[str, str]) -> frozenset[str]:
-    """The hashes whose content holds a text probe's text."""
+def text_hits(probe: Probe, contents: Mapping[str, str], normalised: bool = False) -> frozenset[str]:
+    """The hashes whose content holds a text probe's text (``normalised``: ``contents`` already are)."""
     needle = normalise(probe.value)
     if not needle:
         return frozenset()
-    return frozenset(key for key, text in contents.items() if needle in normalise(text))
+    read = (lambda text: text) if normalised else normalise
+    return frozenset(key for key, text in contents.items() if needle in read(text))
 
 
 def standing_probes(items: Iterable[Item]) -> list[Probe]:

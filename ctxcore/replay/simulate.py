@@ -10,6 +10,7 @@ provider billed. One pass over the calls serves every policy; the work is linear
 """
 
 import copy
+import time
 from bisect import bisect_left
 from collections import ChainMap
 from collections.abc import Collection, Mapping, Sequence
@@ -272,6 +273,15 @@ class TooMuchWork(ValueError):
     """A replay past its item budget (full-history policies on a long run); the message says which."""
 
 
+def replay_cost(calls: int, policies: Sequence[Policy], probes: int) -> int:
+    """What a replay is estimated to cost before it runs: calls x policy steps x (1 + probes).
+
+    Every call rebuilds each policy's window through each of its steps (``sliding_window:N+elide:1+
+    pin_end`` is three), and every probe is followed through each rebuilt window; the 1 is the window
+    itself, so a replay without probes still costs its windows."""
+    return calls * sum(len(policy.steps) for policy in policies) * (1 + probes)
+
+
 def call_turn(call: CallInput) -> int:
     return call.turn if call.turn is not None else call.seq
 
@@ -428,6 +438,7 @@ def replay(
     max_items: int | None = None,
     whole_windows: bool = False,
     probes_per_call: bool = False,
+    deadline: float | None = None,
 ) -> dict:
     """Each policy's calls and totals, and every probe at the query turn (default: the last turn).
 
@@ -437,7 +448,9 @@ def replay(
     policy rebuilds what changed in its window since the call before); ``whole_windows``: rebuild
     every window whole from the pool instead (the reference the incremental windows are tested against);
     ``probes_per_call``: each policy's result also says where every probe was at each call up to the
-    query turn (``probes_per_call``: ``[{"seq", "places": [Place.to_dict(), ...]}]``)."""
+    query turn (``probes_per_call``: ``[{"seq", "places": [Place.to_dict(), ...]}]``); ``deadline``
+    (``time.monotonic``): past it the replay stops after the call it is at and answers what it has, its
+    ``partial`` saying how many calls of how many it replayed (None when it replayed them all)."""
     hits = hits or {}
     ordered = sorted(calls, key=lambda call: call.seq)
     last_turn = max((call_turn(call) for call in ordered), default=0)
@@ -451,7 +464,11 @@ def replay(
         if run.policy.steps[0].name != "recorded" and not whole_windows:
             run.windows, run.holdings = PolicyWindows(run.policy, trees), Holdings(probes, hits)
     rebuilt = 0
-    for call in ordered:
+    partial = None
+    for number, call in enumerate(ordered):
+        if deadline is not None and number and time.monotonic() > deadline:
+            partial = {"replayed_calls": number, "calls": len(ordered), "stopped_before_seq": call.seq}
+            break
         turn = call_turn(call)
         changed = pool.add(call.items, turn)
         moment = Moment(turn, pool.turn_of, call.items)
@@ -492,6 +509,7 @@ def replay(
         "at_turn": query_turn,
         "query_seq": query_seq,
         "last_turn": last_turn,
+        "partial": partial,
         "policies": [
             {
                 **_result(run, probes, windows[run.policy.spec]),

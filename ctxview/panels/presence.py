@@ -408,6 +408,10 @@ class PresencePanel(Panel):
             probes=data.get("probes"),
         )
         result["figure"] = figure(result) if result["rows"] else None
+        probes = data.get("probes") or {}
+        # What the request's time budget cut short, and stored probes RE2 cannot run: both read unknown.
+        result["probes_partial"] = probes.get("partial") or []
+        result["probes_refused"] = sum(bool(entry.get("refused")) for entry in probes.get("probes", ()))
         # One step shows every hidden item when few are left out, up to the ceiling.
         result["next_rows"] = min(MAX_ROWS, params["rows"] + max(ROWS, result["hidden"]))
         result["next_shows"] = min(result["hidden"], result["next_rows"] - result["rows"])

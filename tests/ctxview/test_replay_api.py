@@ -1,6 +1,7 @@
 """The replay and probes API on the demo runs, and probes on a run sent by a plain OTel exporter."""
 
 import json
+import time
 
 import pytest
 from django.test import Client
@@ -12,7 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from ctxview.demo.incident import PROBE_TEXTS
 from ctxview.models import Probe
-from ctxview.replay import regex_hits
+from ctxview.replay import compile_probe, regex_hits
 from ingest.models import Membership, Run
 from tests import factories
 from tests.ctxview import ui_fixtures
@@ -183,9 +184,12 @@ def test_a_regular_expression_probe_matches_case_insensitively(viewer_client, in
 
 
 def test_a_pattern_that_runs_out_of_time_is_unknown_not_a_stuck_request():
-    contents = {"a": "a" * 5000 + "!", "b": "pay-shard-7"}
-    assert regex_hits(r"pay-shard-\d", contents) == {"b"}
-    assert regex_hits(r"(?:a|aa)+(?:a|aa)+(?:a|aa)+b", contents, seconds=0.05) is None
+    contents = {"a": "a" * 50_000 + "!", "b": "pay-shard-7"}
+    later = time.monotonic() + 60
+    assert regex_hits(compile_probe(r"PAY-shard-\d"), contents, later) == {"b"}
+    assert regex_hits(compile_probe(r"(?:a|aa)+(?:a|aa)+(?:a|aa)+b"), contents, later) == frozenset()
+    # Past the deadline before the first window: unknown.
+    assert regex_hits(compile_probe(r"pay"), contents, time.monotonic() - 1) is None
 
 
 # --- A run from a plain OpenTelemetry instrumentation (no SDK) -------------------------------------

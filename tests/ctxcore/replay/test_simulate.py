@@ -1,12 +1,14 @@
 """The replay: windows rebuilt from the pool, the cache model over them, prices and probes."""
 
+import time
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxcore.analysis import analyse_call, new_state
 from ctxcore.analysis.cache import INVISIBLE
-from ctxcore.replay import Probe, TooMuchWork, cheapest_keeping_all, parse, parse_list, replay
+from ctxcore.replay import Probe, TooMuchWork, cheapest_keeping_all, parse, parse_list, replay, replay_cost
 from tests.ctxcore.analysis.builders import call, item, system, tool
 
 
@@ -297,3 +299,18 @@ def test_probes_per_call_say_where_each_probe_was_at_every_call():
     assert shard == ["absent"] * 2 + ["verbatim"] * (left - 3) + ["absent"] * (11 - left)
     assert {row["places"][1]["how"] for row in rows} == {"unknown"}
     assert "probes_per_call" not in replay(calls, [parse("recorded")], probes)["policies"][0]
+
+
+def test_a_replay_past_its_deadline_answers_the_calls_it_reached():
+    calls = _conversation(10)
+    result = replay(calls, parse_list("full,sliding_window:4"), deadline=time.monotonic() - 1)
+    # The first call is always replayed: a deadline already past still answers something.
+    assert result["partial"] == {"replayed_calls": 1, "calls": 10, "stopped_before_seq": 2}
+    assert [entry["calls"] for entry in result["policies"]] == [1, 1]
+    assert replay(calls, [parse("full")], deadline=time.monotonic() + 60)["partial"] is None
+
+
+def test_the_cost_estimate_counts_calls_policy_steps_and_probes():
+    policies = parse_list("full,sliding_window:12+elide:1+pin_end")
+    assert replay_cost(1_200, policies, 20) == 1_200 * 4 * 21
+    assert replay_cost(1_200, policies, 0) == 1_200 * 4
