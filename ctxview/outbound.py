@@ -302,19 +302,22 @@ def reserve(scope: str, seconds: float) -> Iterator[None]:
     process already runs CTXVIEW_OUTBOUND_MAX_CONCURRENT of them, or ``scope`` runs one anywhere (a lease
     in the shared cache, which expires by itself should a process die holding it)."""
     global _slots_used
-    with _slots_lock:
-        if _slots_used >= settings.CTXVIEW_OUTBOUND_MAX_CONCURRENT:
-            raise Busy("the server is making as many outbound calls as it allows at once: try again shortly")
-        _slots_used += 1
     key, token = f"cv:outbound:{scope}", uuid.uuid4().hex
+    # The project's lease first: a second job of one project is told so, whatever the process runs.
+    if not cache.add(key, token, timeout=int(seconds) + 5):
+        raise Busy("this project is already asking its endpoint: wait for that answer, then ask again")
     try:
-        if not cache.add(key, token, timeout=int(seconds) + 5):
-            raise Busy("this project is already asking its endpoint: wait for that answer, then ask again")
+        with _slots_lock:
+            if _slots_used >= settings.CTXVIEW_OUTBOUND_MAX_CONCURRENT:
+                raise Busy(
+                    "the server is making as many outbound calls as it allows at once: try again shortly"
+                )
+            _slots_used += 1
         try:
             yield
         finally:
-            if cache.get(key) == token:
-                cache.delete(key)
+            with _slots_lock:
+                _slots_used -= 1
     finally:
-        with _slots_lock:
-            _slots_used -= 1
+        if cache.get(key) == token:
+            cache.delete(key)

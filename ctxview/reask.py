@@ -20,7 +20,7 @@ from ctxview import outbound, sealing
 from ctxview.access import has_role, outbound_off
 from ctxview.models import ReaskEndpoint
 from ingest.models import Content, Membership, Project
-from ingest.redact import _re2_error
+from ingest.redact import PatternError, compile_own
 
 NOT_CONFIGURED = (
     "re-ask is off for this project: an admin sets a model endpoint (provider, base URL, key, model) "
@@ -53,15 +53,10 @@ def question_from(asks: Sequence[str], expect: str | None) -> Question | None:
         raise ReaskError("expect must give the pattern a right answer holds")
     if len(expect) > MAX_EXPECTED:
         raise ReaskError(f"expect is longer than {MAX_EXPECTED} characters")
-    options = re2.Options()
-    options.log_errors = False
-    options.case_sensitive = False
     try:
-        expected = re2.compile(expect, options)
-    except re2.error as exc:
-        raise ReaskError(
-            f"expect: {_re2_error(exc)} (RE2 syntax: no look-around, no back-references)"
-        ) from None
+        expected = compile_own(expect, "expect", case_sensitive=False)
+    except PatternError as exc:
+        raise ReaskError(str(exc)) from None
     return Question(tuple(phrasings(asks)), expected, expect)
 
 

@@ -48,20 +48,13 @@ MAX_PROBES = 20
 # square: the demo's 6 default policies rebuild 3,700, and 8 policies on a 1,000-call run 79,000 (the CLI
 # has no cap). A policy of several steps rebuilds its whole window on every call.
 MAX_REPLAYED_ITEMS = 1_000_000
-# A replay's estimated cost (``ctxcore.replay.replay_cost``: calls x policy steps x (1 + probes)) above
-# which it is refused before it runs. The demo's 6 default policies with 20 probes on a 1,200-call run
-# cost 151,200; the flood of issue 30 (12 three-step policies, 20 probes, 1,200 calls) cost 907,200.
-MAX_REPLAY_COST = 400_000
+# A replay's estimated cost above which it is refused before it runs: CTXVIEW_MAX_REPLAY_COST (settings).
 # A request's time budget: its text and regex probes over the run's content, then the replay (both
 # counted from the request's start). Past it the answer is what was done, marked partial.
 PROBE_SEARCH_SECONDS = 2.0
-# A request's memory budget: the run's content it reads for its text and regex probes (one copy, and a
-# normalised one for text probes; one compiled pattern at a time, RE2's MAX_MEM each). Past it those
-# probes are unknown, marked partial.
-MAX_SEARCHED_CHARS = 32_000_000
+# A request's memory budget, the run's content it reads for its probes: CTXVIEW_MAX_SEARCHED_CHARS.
 REPLAY_SECONDS = 6.0
-# Replays one user may compute per window (answers from the cache are not counted); past it, 429.
-REPLAYS_PER_WINDOW = 6
+# Replays one user may compute per window: CTXVIEW_REPLAYS_PER_MINUTE.
 REPLAY_WINDOW_SECONDS = 60
 # Replays one web process computes at once (answers from the cache are not counted): the others are told
 # to come back (429) at once instead of holding the process's other threads, which serve other pages.
@@ -99,15 +92,15 @@ class TooManyReplays(Exception):
 
 
 def replays_per_window() -> int:
-    return getattr(settings, "CTXVIEW_REPLAYS_PER_MINUTE", REPLAYS_PER_WINDOW)
+    return settings.CTXVIEW_REPLAYS_PER_MINUTE
 
 
 def max_searched_chars() -> int:
-    return getattr(settings, "CTXVIEW_MAX_SEARCHED_CHARS", MAX_SEARCHED_CHARS)
+    return settings.CTXVIEW_MAX_SEARCHED_CHARS
 
 
 def max_replay_cost() -> int:
-    return getattr(settings, "CTXVIEW_MAX_REPLAY_COST", MAX_REPLAY_COST)
+    return settings.CTXVIEW_MAX_REPLAY_COST
 
 
 @dataclass
@@ -236,7 +229,8 @@ class Searched:
     content: str
     refused: dict[str, str]
     out_of_time: list[str]
-    too_much: bool = False  # the run's content is past MAX_SEARCHED_CHARS: text and regex probes unknown
+    # The run's content is past CTXVIEW_MAX_SEARCHED_CHARS: text and regex probes unknown.
+    too_much: bool = False
 
 
 def probe_hits(run: Run, calls: Sequence[CallInput], probes: Sequence[Probe], until: float) -> Searched:
@@ -248,7 +242,7 @@ def probe_hits(run: Run, calls: Sequence[CallInput], probes: Sequence[Probe], un
     hashes = {item.hash for call in calls for item in call.items}
     if not hashes:
         return Searched({}, "none", {}, [])
-    # Texts are read only to be searched; past MAX_SEARCHED_CHARS the search would hold too much.
+    # Texts are read only to be searched; past CTXVIEW_MAX_SEARCHED_CHARS the search would hold too much.
     contents, whole = _contents(run.project_id, hashes, max_searched_chars() if searched else None)
     kept = "all" if len(contents) == len(hashes) else "partial" if contents else "none"
     result = Searched({}, kept, {}, [], too_much=not whole)
@@ -337,7 +331,7 @@ def replay_run(
 ) -> dict:
     """The replay of a stored run: ``ctxcore.replay.replay`` plus its probes, content and cheapest policy.
 
-    ``limited``: refuse (``TooMuchWork``) a replay over MAX_REPLAY_COST or MAX_REPLAYED_ITEMS and stop
+    ``limited``: refuse (``TooMuchWork``) a replay over CTXVIEW_MAX_REPLAY_COST or MAX_REPLAYED_ITEMS and stop
     at the request's time budget (``partial`` says what was cut short; the CLI is not limited);
     ``timed``: stop at the time budget (default: when ``limited``);
     ``rate_name``: count a replay that is not in the cache against that name's rate, and compute it

@@ -242,5 +242,14 @@ CTXVIEW_OUTBOUND_ALLOW = env_list("CTXVIEW_OUTBOUND_ALLOW", [])
 CTXVIEW_OUTBOUND_MAX_CONCURRENT = env_int("CTXVIEW_OUTBOUND_MAX_CONCURRENT", 2, minimum=1)
 # All the answers of one re-ask share this deadline, whatever the endpoint does.
 CTXVIEW_REASK_DEADLINE_SECONDS = env_int("CTXVIEW_REASK_DEADLINE_SECONDS", 90, minimum=1)
+# --- Replay (ctxview/replay.py) ------------------------------------------------------------------
+# A replay's estimated cost (calls x policy steps x (1 + probes)) above which it is refused before it
+# runs: the demo's 6 default policies with 20 probes on a 1,200-call run cost 151,200; 12 three-step
+# policies with 20 probes on it (a flood, issue 30) cost 907,200.
+CTXVIEW_MAX_REPLAY_COST = env_int("CTXVIEW_MAX_REPLAY_COST", 400_000, minimum=1)
+# The run's content one request reads for its text and regex probes; past it they are unknown (partial).
+CTXVIEW_MAX_SEARCHED_CHARS = env_int("CTXVIEW_MAX_SEARCHED_CHARS", 32_000_000, minimum=1)
+# Replays one user (or ingest key) may compute a minute; answers from the cache are not counted. 429 past.
+CTXVIEW_REPLAYS_PER_MINUTE = env_int("CTXVIEW_REPLAYS_PER_MINUTE", 6, minimum=1)
 # Seals stored secrets (ctxview/sealing.py); by default derived from the secret key.
 CTXVIEW_ENCRYPTION_KEY = env_str("CTXVIEW_ENCRYPTION_KEY")

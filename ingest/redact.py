@@ -177,7 +177,7 @@ class Redactor:
         names = tuple(name for name, _ in patterns)
         text = "|".join(f"(?P<{name}>{_RE2_FORM.get(pattern, pattern)})" for name, pattern in patterns)
         try:
-            combined = re2.compile(text, _options())
+            combined = re2._Regexp(text, _options())  # not re2.compile: no process-wide cache
         except re2.error as exc:  # e.g. two patterns with one name
             raise PatternError(f"the patterns do not combine: {_re2_error(exc)}") from None
         # A project's own pattern cannot be screened on bytes: ^, $ and \b see the protobuf bytes
