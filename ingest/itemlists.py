@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from django.db import connection
+from django.db.models import Q
 
 from ingest import compact
 from ingest.bulk import insert_rows
@@ -30,10 +31,12 @@ def store(project_id: int, calls: Iterable[Call]) -> None:
     by_run: dict[int, list[Call]] = defaultdict(list)
     for call in changed:
         by_run[call.run_id].append(call)
-    chained = connection.vendor == "postgresql"  # ids allocated before the insert (SQLite: snapshots)
-    previous = _stored_predecessors(by_run, {call.id for call in changed if call.id}) if chained else {}
+    postgresql = connection.vendor == "postgresql"
+    previous = _stored_predecessors(by_run, {call.id for call in changed if call.id})
     bases = ItemList.objects.decoded(set(previous.values()))
-    ids = iter(_new_ids(sum(1 for call in changed if call._items)) if chained else ())
+    # PostgreSQL: the ids drawn from the sequence first, then one COPY. SQLite (embedded, one writer):
+    # each list inserted as it is made, which gives it the id the next list of its chain is based on.
+    ids = iter(_new_ids(sum(1 for call in changed if call._items)) if postgresql else ())
     stored: list[tuple[Call, ItemList]] = []
     for run_id, run_calls in by_run.items():
         base_id = previous.get(run_id)
@@ -45,16 +48,16 @@ def store(project_id: int, calls: Iterable[Call]) -> None:
                 call.item_list_id = None
                 continue
             row = _encoded(project_id, base, items)
-            if chained:
+            if postgresql:
                 row.id = next(ids)
-                base = (row.id, row.depth, items)
+            else:
+                row.save(force_insert=True)
+            base = (row.id, row.depth, items)
             stored.append((call, row))
-    if chained:  # COPY: the ORM's bulk_create builds and quotes every row (5% of a worker's time)
+    if postgresql:  # COPY: the ORM's bulk_create builds and quotes every row (5% of a worker's time)
         fields = [field.attname for field in ItemList._meta.concrete_fields]
         rows = [{name: getattr(row, name) for name in fields} for _call, row in stored]
         insert_rows(ItemList, rows, on_conflict="fail", with_ids=True)
-    else:
-        ItemList.objects.bulk_create([row for _call, row in stored], batch_size=500)
     for call, row in stored:
         call.item_list_id = row.id
 
@@ -72,12 +75,26 @@ def _encoded(project_id: int, base: tuple[int, int, list[dict]] | None, items: l
 
 def _stored_predecessors(by_run: dict[int, list[Call]], rewritten: set[int]) -> dict[int, int]:
     """For each run, the list of its stored call just before the first of these calls (if it has one):
-    one query for every run of the batch (PostgreSQL only: elsewhere every list is whole)."""
+    one query for every run of the batch on PostgreSQL, one per run on SQLite."""
     firsts = [
         (run_id, first.start_ns, first.span_id)
         for run_id, run_calls in by_run.items()
         for first in [min(run_calls, key=lambda call: (call.start_ns, call.span_id))]
     ]
+    if connection.vendor != "postgresql":
+        found = {}
+        for run_id, start_ns, span_id in firsts:
+            before = (
+                Call.objects.filter(run_id=run_id, item_list_id__isnull=False)
+                .filter(Q(start_ns__lt=start_ns) | Q(start_ns=start_ns, span_id__lt=span_id))
+                .exclude(id__in=rewritten)
+                .order_by("-start_ns", "-span_id")
+                .values_list("item_list_id", flat=True)
+                .first()
+            )
+            if before:
+                found[run_id] = before
+        return found
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT first.run_id, ("
