@@ -488,37 +488,28 @@ def requests_with_secrets_everywhere() -> tuple[ExportTraceServiceRequest, Expor
 
 
 def every_stored_value() -> bytes:
-    """Every text, character, json, jsonb and bytea column of every table, raw batches decompressed."""
+    """Every value of every column of every table, as text or bytes (raw batches also decompressed),
+    read through Django's introspection so that it scans PostgreSQL and the embedded SQLite alike."""
     parts = []
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT table_name, column_name, data_type FROM information_schema.columns"
-            " WHERE table_schema = current_schema()"
-            " AND data_type IN ('text', 'character varying', 'json', 'jsonb', 'bytea')"
-        )
-        columns = cursor.fetchall()
-        assert {(table, column) for table, column, _ in columns} >= {
-            ("ingest_rawbatch", "body"),
-            ("ingest_span", "name"),
-        }
-        for table, column, data_type in columns:
-            cursor.execute(
-                f'SELECT "{column}"::text FROM "{table}"'
-                if data_type != "bytea"
-                else f'SELECT "{column}" FROM "{table}"'
-            )
-            for (value,) in cursor.fetchall():
-                if value is None:
-                    continue
-                if data_type == "bytea":
-                    value = bytes(value)
-                    parts.append(value)
-                    try:
-                        parts.append(otlp.stored_request(value))
-                    except (zlib.error, otlp.OtlpError):
-                        pass
-                else:
-                    parts.append(value.encode())
+        tables = connection.introspection.table_names(cursor)
+        assert {"ingest_rawbatch", "ingest_span"} <= set(tables)
+        for table in tables:
+            for column in connection.introspection.get_table_description(cursor, table):
+                name = connection.ops.quote_name(column.name)
+                cursor.execute(f"SELECT {name} FROM {connection.ops.quote_name(table)}")
+                for (value,) in cursor.fetchall():
+                    if isinstance(value, bytes | memoryview):
+                        value = bytes(value)
+                        parts.append(value)
+                        try:
+                            parts.append(otlp.stored_request(value))
+                        except (zlib.error, otlp.OtlpError):
+                            pass
+                    elif isinstance(value, dict | list):  # jsonb, decoded by psycopg
+                        parts.append(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+                    elif value is not None:
+                        parts.append(str(value).encode("utf-8", "surrogatepass"))
     return b"\n".join(parts)
 
 
