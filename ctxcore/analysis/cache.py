@@ -214,15 +214,20 @@ def _disagrees(cause: str | None, detail: Mapping, diagnosis: str) -> bool | Non
     if theirs is None:
         return None  # a diagnosis that compares nothing ("unavailable", "previous_message_not_found")
     ours = detail.get("area") if cause == KEY_ORDER else CAUSES[cause].area if cause else None
-    return ours != theirs
+    return ours not in theirs
+
+
+def _chain_of(entry: Mapping) -> tuple[str | None, str | None]:
+    return entry["agent"], entry["invocation"]
 
 
 def _bounded(entries: Sequence[Mapping], per_agent: int, agents: int) -> list[Mapping]:
-    """Newest first: at most ``per_agent`` entries of each agent, of the ``agents`` most recently cached."""
-    counts: dict[str | None, int] = {}
+    """Newest first: at most ``per_agent`` entries of each chain (an agent, or one nested invocation of
+    it), of the ``agents`` most recently cached chains."""
+    counts: dict[tuple[str | None, str | None], int] = {}
     kept = []
     for entry in entries:
-        agent = entry["agent"]
+        agent = _chain_of(entry)
         if agent not in counts and len(counts) >= agents:
             continue  # the least recently cached agents go first
         if counts.get(agent, 0) < per_agent:
@@ -251,8 +256,8 @@ def _note(
     if estimate == 0:
         return (
             f"The provider reports reading {reported} tokens from the cache, but this call shares no cached "
-            "prefix with an earlier call that the trace shows (a prefix another agent cached, or content "
-            "the trace leaves out): the reported figure stands."
+            "prefix with an earlier call that the trace shows (a prefix another agent or another run of this "
+            "agent cached, or content the trace leaves out): the reported figure stands."
         )
     if expected is None or not calibration.disagree(expected, reported):
         return None
@@ -281,8 +286,10 @@ def analyse_cache(
 ) -> tuple[dict, list[dict]]:
     """Expected vs reported cache reads, the break (cause, invalidator, cost) if any, the new recent list.
 
-    The call is compared only with the recent calls of its own agent (``call.agent``): each agent has its
-    own instructions and tools, so its own cache chain, and a handoff is never a break. ``fit`` is the
+    The call is compared only with the recent calls of its own chain (``call.chain``): each agent has its
+    own instructions and tools, so its own cache chain, and a handoff is never a break; each nested
+    invocation of an agent (a sub-agent run again by its parent) is a fresh conversation, so a chain of
+    its own too, never a break against the agent's earlier invocation. ``fit`` is the
     run's calibration so far (``calibration.fit``): it turns our estimate into the provider's tokens.
     A read the call reports outranks every estimate: no prefix "below the minimum", no "expected 0"
     against it. ``window``: the call's items as the cache model reads them (default: from ``call.items``).
@@ -296,7 +303,7 @@ def analyse_cache(
     reported_read = call.usage.cache_read
     read_reported = (reported_read or 0) > 0
 
-    own = [entry for entry in recent if entry["agent"] == call.agent]
+    own = [entry for entry in recent if _chain_of(entry) == call.chain]
     shared = [(entry, window.common(entry["chain"])) for entry in own]
     live = [
         (entry, min(length, entry["extent"]))
@@ -357,17 +364,18 @@ def analyse_cache(
             detail = {"prefix_tokens": marked, "minimum": minimum}
 
     extent = cached_extent(call, buckets["total"], minimum, window.last_breakpoint)
-    # Only this agent's expired chains leave: another agent's next call must still see its own expired
-    # chain to say its cache expired (the bound on agents keeps the state small meanwhile).
+    # Only this chain's expired entries leave: another agent's next call must still see its own expired
+    # chain to say its cache expired (the bound on chains keeps the state small meanwhile).
     recent_after = [
         entry
         for entry in recent
-        if entry["agent"] != call.agent or call.start_ns - entry["end_ns"] <= entry["ttl_ns"]
+        if _chain_of(entry) != call.chain or call.start_ns - entry["end_ns"] <= entry["ttl_ns"]
     ]
     if extent > 0:
         entry = {
             "seq": call.seq,
             "agent": call.agent,
+            "invocation": call.invocation,
             "model": call.model,
             "end_ns": call.end_ns,
             "ttl_ns": limits.TTL_1H_NS if one_hour else limits.TTL_NS,

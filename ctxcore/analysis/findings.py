@@ -271,6 +271,10 @@ def unused_tools_finding(
         return None
     total = sum(entry["tokens"] for entry in unused)
     share = total / billed_input if billed_input else None
+    if share is not None and share > 1:
+        # Estimated definition tokens over the billed input of the calls that reported it (some may not
+        # have): more than the whole bill says the two do not cover the same calls. Unknown, not >100 %.
+        share = None
     evidence = {
         "tools": unused,
         "tokens": total,

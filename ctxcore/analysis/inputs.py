@@ -38,6 +38,10 @@ class CallInput:
     # The agent invocation lineage the call belongs to ("triage", "billing", a subagent id); None when the
     # trace names no agent. Each agent has its own prompt, tools and so its own cache chain.
     agent: str | None = None
+    # The nested invocation of that agent the call runs in (a sub-agent run by a tool or by delegation):
+    # each such invocation is a fresh conversation, so its own cache chain, never a break against another
+    # invocation. None at the top level, where an agent's invocations (its turns) continue one chain.
+    invocation: str | None = None
 
     @classmethod
     def from_dict(
@@ -63,4 +67,10 @@ class CallInput:
             tool_definitions=tuple(str(name) for name in definitions) if definitions is not None else None,
             contents=dict(data.get("contents") or {}),
             agent=str(data["agent"])[:AGENT_CHARS] if data.get("agent") else None,
+            invocation=str(data["invocation"])[:AGENT_CHARS] if data.get("invocation") else None,
         )
+
+    @property
+    def chain(self) -> tuple[str | None, str | None]:
+        """The cache chain the call continues: its agent and, for a nested run, that invocation."""
+        return self.agent, self.invocation

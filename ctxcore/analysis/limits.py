@@ -47,11 +47,14 @@ COMPACTED = "compacted"  # the edit type of a compaction (``gen_ai.conversation.
 MAX_CONTEXT_EDITS = 20
 
 # Anthropic's cache diagnosis (cache-diagnosis beta) names the part of the request that diverged.
-PROVIDER_AREAS = {
-    "model_changed": "model",
-    "system_changed": "system",
-    "tools_changed": "tools",
-    "messages_changed": "history",
+# The parts of the request a provider's cache-miss reason names (Anthropic's ``cache_miss_reason``
+# types, OpenAI's ``prompt_cache_diagnostics`` reasons); one not here compares nothing we can check.
+PROVIDER_AREAS: dict[str, frozenset[str]] = {
+    "model_changed": frozenset({"model"}),
+    "system_changed": frozenset({"system"}),
+    "tools_changed": frozenset({"tools"}),
+    "messages_changed": frozenset({"history"}),
+    "input_changed": frozenset({"system", "history"}),  # OpenAI: instructions and input are one input
 }
 
 

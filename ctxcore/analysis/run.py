@@ -3,13 +3,15 @@
 ``analyse_call(state, call)`` needs only the call and the state after the previous call; the state is a
 JSON-serialisable dict whose size does not grow with the number of calls:
 - ``recent``: the chains (and item ids, hashes, buckets, token prefix sums) of recent calls that cached
-  something and whose cache is still alive: at most ``config.recent_calls`` per agent, of at most
-  ``config.agents_kept`` agents (the least recently cached agent leaves first);
+  something and whose cache is still alive: at most ``config.recent_calls`` per chain (an agent, or a
+  nested invocation of it), of at most ``config.agents_kept`` chains (the least recently cached leaves
+  first);
 - ``versions``: per source, the ranks of its latest versions (bounded by the number of sources);
 - ``lanes``: per agent (``CallInput.agent``; None is one lane for calls that name no agent), its previous
-  call's pinned items and facts or rules (``kept``), the keys of the conditions found on its previous
-  call (``active``: a persisting condition is reported once, where it starts), tools offered and called,
-  and its billed input and last window; at most ``config.agents_kept`` lanes, most recently used first;
+  call's invocation (a nested invocation starts afresh), pinned items and facts or rules (``kept``), the
+  keys of the conditions found on its previous call (``active``: a persisting condition is reported
+  once, where it starts), tools offered and called, and its billed input and last window; at most
+  ``config.agents_kept`` lanes, most recently used first;
   ``retired``: the lanes evicted beyond that, folded into one (their run-level findings still count);
 - ``calibration``: the sums of the run's (estimated, reported) cache reads (``calibration.py``);
 - ``totals``: the run's sums for accounting.
@@ -26,7 +28,9 @@ from ctxcore.analysis.config import DEFAULT_CONFIG, AnalysisConfig
 from ctxcore.analysis.findings import Finding
 from ctxcore.analysis.inputs import CallInput
 
-STATE_SCHEMA = 2  # 2: per-agent chains and lanes, the run's cache calibration
+# 2: per-agent chains and lanes, the run's cache calibration; 3: a nested invocation of an agent is a
+# chain of its own (``invocation`` on recent entries and lanes).
+STATE_SCHEMA = 4
 
 
 class OutOfOrder(ValueError):
@@ -75,11 +79,13 @@ def new_lane(agent: str | None) -> dict:
     """What the state keeps of one agent before its first call."""
     return {
         "agent": agent,
+        "invocation": None,
         "seq": None,
         "kept": [],
         "active": [],
         "tools": {},
         "called": [],
+        "unsaid_calls": 0,
         "calls": 0,
         "prompt_calls": 0,
         "billed": 0,
@@ -91,11 +97,13 @@ def _updated_lane(lane: Mapping, call: CallInput, window: int, active: list[str]
     prompt = call.usage.prompt_total
     return {
         "agent": call.agent,
+        "invocation": call.invocation,
         "seq": call.seq,
         "kept": findings.kept_items(call),
         "active": active,
         "tools": tools.updated_usage(lane["tools"], call),
-        "called": sorted({*lane["called"], *tools.called_names(call)}),
+        "called": sorted({*lane["called"], *tools.called_names(call), *tools.answered_names(call)}),
+        "unsaid_calls": lane["unsaid_calls"] + (not tools.says_what_it_called(call)),
         "calls": lane["calls"] + 1,
         "prompt_calls": lane["prompt_calls"] + (prompt is not None),
         "billed": lane["billed"] + (prompt or 0),
@@ -120,6 +128,7 @@ def _retire(retired: Mapping | None, lanes: list[Mapping]) -> dict | None:
             "agents": folded["agents"] + 1,
             "tools": usage,
             "called": sorted({*folded["called"], *lane["called"]}),
+            "unsaid_calls": folded["unsaid_calls"] + lane["unsaid_calls"],
             "calls": folded["calls"] + lane["calls"],
             "prompt_calls": folded["prompt_calls"] + lane["prompt_calls"],
             "billed": folded["billed"] + lane["billed"],
@@ -145,6 +154,10 @@ def analyse_call(
     lane = next((lane for lane in state["lanes"] if lane["agent"] == call.agent), None) or new_lane(
         call.agent
     )
+    if lane["seq"] is not None and lane["invocation"] != call.invocation:
+        # Another invocation of the agent: a fresh conversation, so nothing of the previous one's window
+        # was dropped and no condition persists (its tools and sums still count for the agent).
+        lane = {**lane, "seq": None, "kept": [], "active": []}
     buckets = bucket_tokens(call.items, call.usage.prompt_total)
     price = prices.price_for(call.model, config.prices)
     fit = calibration.fit(state["calibration"])
@@ -190,7 +203,10 @@ def _lane_findings(lane: Mapping, config: AnalysisConfig) -> list[Finding]:
     """Unused tools and quadratic history of one agent (or of the agents the state retired)."""
     billed = lane["billed"] if lane["prompt_calls"] else None
     found = [
-        findings.unused_tools_finding(lane["tools"], lane["called"], billed),
+        # A call recorded without its content may have called any tool: then none is known to be unused.
+        findings.unused_tools_finding(lane["tools"], lane["called"], billed)
+        if not lane["unsaid_calls"]
+        else None,
         findings.quadratic_history_finding(billed, lane["window"], lane["calls"], config.quadratic_ratio),
     ]
     if lane["agent"] is None and "agents" not in lane:

@@ -27,6 +27,20 @@ def called_names(call: CallInput) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def answered_names(call: CallInput) -> list[str]:
+    """Names of the tools whose results are in this call's window: they were called, whether or not the
+    call that asked for them recorded its output."""
+    names = (item.source for item in call.items if item.kind == "tool_result" and item.source)
+    return list(dict.fromkeys(names))
+
+
+def says_what_it_called(call: CallInput) -> bool:
+    """Whether the call tells which tools were called: it names the ones it asked for, or its window
+    holds the conversation (where results show what was called). A call recorded without its content
+    (no message in its window, as google-adk's telemetry sends them) may have called any tool."""
+    return bool(call.tool_calls) or any(item.kind in ("message", "tool_result") for item in call.items)
+
+
 def updated_usage(usage: Mapping[str, Sequence[int]], call: CallInput) -> dict[str, list[int]]:
     """Per tool: in how many calls' catalogues it was, and its tokens summed over those calls."""
     offered = catalogue(call)

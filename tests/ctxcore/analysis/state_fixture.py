@@ -3,8 +3,9 @@
 A run's analysis state is stored (``Run.analysis_state``, the checkpoints) and read back by a later
 version of ctxview. Its shape may change only with a new ``STATE_SCHEMA``, so an older state is refused
 (``OutdatedState``: the run is analysed again from its first call) instead of read wrongly. The calls
-below touch every part of the state: three agents with two kept (a retired lane), tools offered and
-called, a cache chain and a break, two versions of one source, a dominant tool result, calibration.
+below touch every part of the state: three agents with two kept (a retired lane), a nested invocation,
+tools offered and called, a cache chain and a break, two versions of one source, a dominant tool
+result, calibration.
 
 ``python -m tests.ctxcore.analysis.state_fixture`` writes ``states/schema-<STATE_SCHEMA>.json`` (run it
 when you bump the schema, and keep the older files).
@@ -30,7 +31,7 @@ def calls() -> list:
     return [
         call(1, [*base, message(1)], agent="lead", tool_calls=[{"name": "search"}]),
         call(2, [*base, message(1), source("read-1", "v1"), message(2)], agent="lead", read=1900),
-        call(3, [tool("fetch"), system("You research."), message(3)], agent="researcher"),
+        call(3, [tool("fetch"), system("You research."), message(3)], agent="researcher", invocation="r1"),
         call(4, [*base, message(1), source("read-1", "v1"), source("edit-2", "v2")], agent="lead", read=1500),
         call(5, [system("You write."), message(5, tokens=50, bucket="tool_results")], agent="writer"),
         call(

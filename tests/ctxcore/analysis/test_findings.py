@@ -227,6 +227,29 @@ def test_unused_tools_are_per_agent_and_name_the_agent():
     assert finding["evidence"]["share_of_billed_input"] == round(237 / (237 + 1000 + 200), 4)
 
 
+def test_a_tool_whose_result_is_in_the_window_was_called_though_no_call_said_so():
+    search, fetch = tool("search_logs", 237), tool("fetch", 90)
+    result = message(2, bucket="tool_results", source="search_logs")  # the result names its tool
+    calls = [
+        call(1, [search, fetch, system(), message(1)]),  # asked for search_logs; its output not recorded
+        call(2, [search, fetch, system(), message(1), result]),
+    ]
+    [finding] = [entry for entry in run_findings(calls)["findings"] if entry["type"] == "unused_tools"]
+
+    assert [entry["name"] for entry in finding["evidence"]["tools"]] == ["fetch"]
+
+
+def test_no_tool_is_unused_where_a_call_was_recorded_without_its_content():
+    search = tool("search_logs", 237)
+    unsaid = [call(1, [search, system()]), call(2, [search, system()])]  # no message: no content
+    said = [call(1, [search, system(), message(1)]), call(2, [search, system(), message(1)])]
+    asked = [call(1, [search, system()], tool_calls=[{"name": "other"}]), call(2, [search, system()])]
+
+    assert [entry["type"] for entry in run_findings(said)["findings"]] == ["unused_tools"]
+    assert [entry["type"] for entry in run_findings(unsaid)["findings"]] == []
+    assert [entry["type"] for entry in run_findings(asked)["findings"]] == []  # call 2 said nothing
+
+
 def test_quadratic_history_is_per_agent():
     def growing(agent, seqs):
         return [
@@ -268,3 +291,16 @@ def test_a_run_without_agents_reads_as_one_agent_without_naming_it():
     assert [entry["type"] for entry in plain] == ["unused_tools", "quadratic_history"]
     assert all("agent" not in entry["evidence"] for entry in plain)
     assert [{**entry, "evidence": {**entry["evidence"], "agent": "solo"}} for entry in plain] == solo
+
+
+def test_unused_tools_never_claim_more_than_the_whole_billed_input():
+    search = tool("search_logs", 5000)
+    calls = [
+        call(1, [search, system(), message(1)], prompt_total=None),
+        call(2, [search, system(), message(1)]),
+    ]
+    [finding] = [entry for entry in run_findings(calls)["findings"] if entry["type"] == "unused_tools"]
+    # 10,000 estimated tokens of definitions over the 1 call that reported its prompt
+    assert finding["evidence"]["tokens"] == 10_000
+    assert finding["evidence"]["share_of_billed_input"] is None
+    assert finding["severity"] == "info"

@@ -283,3 +283,64 @@ def test_a_run_of_one_named_agent_is_analysed_as_a_run_without_agents(script):
     assert [{**entry, "evidence": {**entry["evidence"], "agent": "solo"}} for entry in run["findings"]] == (
         named_run["findings"]
     )
+
+
+def invocation_calls(name: str, scripts: list[dict], shared_tools: bool) -> list[tuple[float, dict]]:
+    """One agent's nested invocations, one after the other (each a fresh conversation of the same agent:
+    same instructions and tools, its own history), each call tagged with its invocation."""
+    timed, start = [], 0.0
+    for number, script in enumerate(scripts, start=1):
+        calls = agent_calls(name, {**script, "offset": start + script["offset"]}, shared_tools)
+        timed += [(at, {**fields, "invocation": f"{name}-{number}"}) for at, fields in calls]
+        start = calls[-1][0] + 1
+    return timed
+
+
+def analysed_invocations(timed: list[tuple[float, dict]]) -> dict:
+    """As ``analysed``, each result keyed by (invocation, the invocation's own call number)."""
+    ordered = sorted(timed, key=lambda pair: (pair[0], pair[1]["invocation"]))
+    calls = [
+        call(
+            seq,
+            fields["items"],
+            at=at,
+            read=fields["read"],
+            agent=fields["agent"],
+            invocation=fields["invocation"],
+        )
+        for seq, (at, fields) in enumerate(ordered, start=1)
+    ]
+    results, _ = analyse(calls)
+    own: dict[str, int] = {}
+    local: dict[int, int] = {}
+    keyed = {}
+    for entry, result in zip(calls, results, strict=True):
+        own[entry.invocation] = own.get(entry.invocation, 0) + 1
+        local[entry.seq] = own[entry.invocation]
+        keyed[(entry.invocation, own[entry.invocation])] = cache_view(result, local)
+    return keyed
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(agent_script(), min_size=1, max_size=3),
+    st.lists(agent_script(), min_size=1, max_size=3),
+    st.booleans(),
+)
+def test_interleaved_invocations_find_exactly_the_breaks_each_invocation_has_alone(
+    first, second, shared_tools
+):
+    """A sub-agent run again (a new invocation of the same agent: same prompt and tools, a new history)
+    starts its own chain: never a break against its earlier invocation, nor against the other agent."""
+    researcher = invocation_calls("researcher", first, shared_tools)
+    writer = invocation_calls("writer", second, shared_tools)
+    invocations: dict[str, list] = {}
+    for at, fields in [*researcher, *writer]:
+        invocations.setdefault(fields["invocation"], []).append((at, fields))
+
+    together = analysed_invocations([*researcher, *writer])
+    alone = {key: view for timed in invocations.values() for key, view in analysed_invocations(timed).items()}
+
+    assert together == alone
+    breaks = {key for key, view in alone.items() if view["cache"]["broke"]}
+    assert breaks == {key for key, view in together.items() if view["cache"]["broke"]}
