@@ -136,13 +136,13 @@ def _trees(project_id: int, traces: set[str]) -> dict[str, tuple[agents.Tree, di
         project_id=project_id,
         trace_id__in={trace for trace, _ in agent_rows},
         span_id__in={span for _, span in agent_rows},
-    ).values_list("trace_id", "span_id", "attributes")
-    for trace_id, span_id, values in attributes:
+    ).values_list("trace_id", "span_id", "name", "attributes")
+    for trace_id, span_id, span_name, values in attributes:
         if (trace_id, span_id) not in agent_rows:
             continue
         parent, start_ns, run_key = agent_rows[(trace_id, span_id)]
         parent = continues.get((trace_id, span_id), (None, parent))[1]
-        agent = agents.agent_span(span_id, parent, values, start_ns, run_key)
+        agent = agents.agent_span(span_id, parent, values, start_ns, run_key, span_name)
         if agent is not None:
             spans_of[trace_id][span_id] = agent
     groups = agents.trace_groups(traces, [(child[0], parent[0]) for child, parent in continues.items()])
@@ -199,9 +199,14 @@ def resolve(project_id: int, traces: set[str], new_calls: list[Call], runs: dict
     changed: dict[int, Call] = {}
     placed, invocations_of = [], {}
     by_tree: dict[int, dict] = {}  # linked traces share one tree: resolve it once
+    call_parents: dict[int, list[str]] = defaultdict(list)  # by tree
+    for call in [*stored, *pending]:
+        call_parents[id(trees[call.trace_id][0])].append(call.parent_span_id)
     for trace_id, (tree, agent_spans) in trees.items():
         if id(tree) not in by_tree:
-            by_tree[id(tree)] = agents.invocations(tree, agent_spans)
+            acting = agents.acting(tree, agent_spans, call_parents[id(tree)])
+            workflows = set(agent_spans) - set(acting)  # nameless agent spans without calls of their own
+            by_tree[id(tree)] = agents.invocations(tree, acting, workflows)
         invocations_of[trace_id] = by_tree[id(tree)]
     for index, call in enumerate([*stored, *pending]):
         invocations = invocations_of[call.trace_id]

@@ -1,12 +1,15 @@
 """Agent invocations and sessions from a trace's span tree. No Django here.
 
 A run is a session; inside it every call belongs to an *agent invocation*: an agent span (OTel GenAI
-``invoke_agent``, an OpenInference AGENT span, pydantic-ai's ``agent run``) that names its agent. The
-call's invocation is its nearest agent ancestor. An invocation is entered:
+``invoke_agent``, an OpenInference AGENT span, pydantic-ai's ``agent run``) that names its agent, or one
+named only by its span's name that has calls of its own (smolagents' ``researcher.run``; one without
+calls of its own is a workflow around agents, as openai-agents' ``Agent workflow``). The call's
+invocation is its nearest agent ancestor. An invocation is entered:
 
 * ``root``: it has no parent invocation;
 * ``handoff``: OpenInference's ``graph.node.parent_id`` names an earlier invocation that is not its
-  ancestor (openai-agents runs the agent it hands off to as a sibling span);
+  ancestor (openai-agents runs the agent it hands off to as a sibling span); or it is a later top-level
+  invocation of the same workflow (a workflow span serves one request: strands' ``invoke_swarm``);
 * ``agent_as_tool``: its nearest agent ancestor reaches it through a tool span;
 * ``delegation``: the same, but the child runs under its own session key (pydantic-ai gives each
   child run its own ``gen_ai.conversation.id``): a child run that belongs in its parent's session;
@@ -51,6 +54,9 @@ class AgentSpan:
     run_key: str
     node_id: str = ""  # OpenInference graph.node.id
     node_parent_id: str = ""  # OpenInference graph.node.parent_id
+    # Named only by the span's name (smolagents' ``researcher.run``): an agent if it has calls of its own
+    # (``acting``), else a workflow around other agents (openai-agents' ``Agent workflow``).
+    nameless: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,19 +86,25 @@ def _text(attributes: Mapping, keys: Iterable[str]) -> str:
 
 
 def agent_span(
-    span_id: str, parent_span_id: str, attributes: Mapping, start_ns: int, run_key: str
+    span_id: str, parent_span_id: str, attributes: Mapping, start_ns: int, run_key: str, span_name: str = ""
 ) -> AgentSpan | None:
-    """The agent span's invocation, or None for an agent-kind span that names no agent (a workflow)."""
-    name = _text(attributes, semconv.AGENT_NAME) or _text(attributes, semconv.AGENT_ID)
+    """The agent span's invocation; one that names no agent in its attributes is named by its span's
+    name and marked ``nameless`` (None without either)."""
+    node_id = _text(attributes, (semconv.GRAPH_NODE_ID,))
+    # OpenInference's graph.node.id names the agent's node where nothing else names it (CrewAI: its role).
+    name = _text(attributes, semconv.AGENT_NAME) or _text(attributes, semconv.AGENT_ID) or node_id
+    nameless = not name
+    name = name or span_name.strip()[:200]
     if not name:
         return None
     return AgentSpan(
         span_id=span_id,
         parent_span_id=parent_span_id,
         name=name,
+        nameless=nameless,
         start_ns=start_ns,
         run_key=run_key,
-        node_id=_text(attributes, (semconv.GRAPH_NODE_ID,)),
+        node_id=node_id,
         node_parent_id=_text(attributes, (semconv.GRAPH_NODE_PARENT_ID,)),
     )
 
@@ -128,18 +140,41 @@ def nearest_agent(
     return None, through_tool
 
 
-def invocations(tree: Tree, agents: Mapping[str, AgentSpan]) -> dict[str, Invocation]:
-    """Every agent span's invocation: its parent, how it was entered, its depth and root."""
+def acting(tree: Tree, agents: Mapping[str, AgentSpan], call_parents: Iterable[str]) -> dict[str, AgentSpan]:
+    """The agent spans that are invocations: every named one, and each nameless one that is the nearest
+    agent span of a call (it has calls of its own). A nameless span holding only other agents' spans is
+    a workflow around them, not an agent: their parent, not an invocation they were entered from. (So a
+    call's nearest agent span is the same among these as among all.)"""
+    used = set()
+    for parent in call_parents:
+        agent, _ = nearest_agent(parent, tree, agents)
+        if agent is not None and agent.nameless:
+            used.add(agent.span_id)
+    return {span_id: agent for span_id, agent in agents.items() if not agent.nameless or span_id in used}
+
+
+def invocations(
+    tree: Tree, agents: Mapping[str, AgentSpan], workflows: Iterable[str] = ()
+) -> dict[str, Invocation]:
+    """Every agent span's invocation: its parent, how it was entered, its depth and root.
+
+    ``workflows``: the spans of workflows around agents (``acting`` left them out). A workflow serves one
+    request, so of the top-level invocations in one workflow each after the first was handed the work
+    by the one before it (strands' swarm, whose spans name no handoff)."""
     direct: dict[str, tuple[str | None, str]] = {}
     by_node: dict[str, list[AgentSpan]] = {}
     for agent in agents.values():
         if agent.node_id:
             by_node.setdefault(agent.node_id, []).append(agent)
+    in_workflow = _in_workflow(tree, agents, frozenset(workflows))
     for agent in agents.values():
         ancestor, through_tool = nearest_agent(agent.parent_span_id, tree, agents)
         handed_from = _handed_from(agent, by_node, tree)
+        before = in_workflow.get(agent.span_id)
         if handed_from is not None and (ancestor is None or handed_from.span_id != ancestor.span_id):
             direct[agent.span_id] = (handed_from.span_id, HANDOFF)
+        elif ancestor is None and before is not None:
+            direct[agent.span_id] = (before.span_id, HANDOFF)
         elif ancestor is None:
             direct[agent.span_id] = (None, ROOT)
         elif not through_tool:
@@ -161,6 +196,26 @@ def invocations(tree: Tree, agents: Mapping[str, AgentSpan]) -> dict[str, Invoca
             seen.add(up)
         result[span_id] = Invocation(span_id, agents[span_id].name, parent, entered, depth, root)
     return result
+
+
+def _in_workflow(
+    tree: Tree, agents: Mapping[str, AgentSpan], workflows: frozenset[str]
+) -> dict[str, AgentSpan]:
+    """Top-level invocation -> the one before it in the same workflow (the nearest workflow above both,
+    with no agent between)."""
+    members: dict[str, list[AgentSpan]] = {}
+    for agent in agents.values():
+        for span_id in _ancestors(agent.span_id, tree):
+            if span_id in agents:
+                break  # inside another agent: not one of the workflow's own
+            if span_id in workflows:
+                members.setdefault(span_id, []).append(agent)
+                break
+    before = {}
+    for agents_in in members.values():
+        ordered = sorted(agents_in, key=lambda agent: (agent.start_ns, agent.span_id))
+        before.update({later.span_id: earlier for earlier, later in zip(ordered, ordered[1:], strict=False)})
+    return before
 
 
 def _handed_from(agent: AgentSpan, by_node: Mapping[str, list[AgentSpan]], tree: Tree) -> AgentSpan | None:

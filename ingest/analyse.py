@@ -26,7 +26,7 @@ from ctxcore.analysis import (
     table_from_rows,
 )
 from ctxcore.vocabulary import Item, ItemReader, evolve
-from ingest import locks
+from ingest import locks, rollups
 from ingest.bulk import insert_rows, update_rows
 from ingest.models import AnalysisCheckpoint, Call, Content, Finding, Run
 
@@ -50,6 +50,7 @@ def invalidate(run: Run, from_seq: int) -> None:
         run.analysed_seq, run.analysis_state = from_seq - 1, None
         Run.objects.filter(id=run.id).update(analysed_seq=run.analysed_seq, analysis_state=None)
         AnalysisCheckpoint.objects.filter(run=run, seq__gte=from_seq).delete()
+        rollups.withdraw(run.id, from_seq - 1)
 
 
 def _start(run: Run) -> tuple[int, dict]:
@@ -70,7 +71,7 @@ def _start(run: Run) -> tuple[int, dict]:
 CALL_INPUT_FIELDS = (
     "seq turn start_ns end_ns request_model response_model provider uncached cache_write cache_read "
     "output reasoning prompt_total usage_raw item_list excluded manifest_source budget tool_calls "
-    "tool_definitions agent_name"
+    "tool_definitions agent_name agent_invocation agent_depth"
 ).split()
 
 
@@ -103,6 +104,8 @@ def call_input(
             "tool_definitions": call.tool_definitions,
             "contents": contents or {},
             "agent": call.agent_name or None,
+            # A nested run (a sub-agent entered by a tool, delegation or as a subagent) is its own chain.
+            "invocation": (call.agent_invocation or None) if call.agent_depth else None,
         },
         read_item or Item.from_dict,
     )
@@ -112,13 +115,13 @@ def _hashes(call: Call) -> set[str]:
     return {item["hash"] for item in call.items}
 
 
-def _references(state: dict, agent: str | None) -> list[set[str]]:
-    """The item hashes of the calls a cache break of ``agent``'s call may be measured against: its
-    agent's recent calls in the state (each agent has its own cache chain)."""
+def _references(state: dict, chain: tuple[str | None, str | None]) -> list[set[str]]:
+    """The item hashes of the calls a cache break of a call of ``chain`` may be measured against: its
+    chain's recent calls in the state (each agent, and each nested invocation, has its own cache chain)."""
     return [
         {entry[1] for entry in recent["items"]}
         for recent in state.get("recent", [])
-        if recent.get("agent") == agent
+        if (recent.get("agent"), recent.get("invocation")) == chain
     ]
 
 
@@ -141,14 +144,14 @@ class ContentCache:
             self.texts.update(Content.objects.by_hash(self.project_id, missing, "text"))
             self.looked_up |= missing
 
-    def contents_for(self, call: Call, state: dict, agent: str | None) -> dict[str, str]:
+    def contents_for(self, call: Call, state: dict, chain: tuple[str | None, str | None]) -> dict[str, str]:
         """Exactly the texts of the items that differ between the call and its possible references.
 
         Exactly: giving the analysis more (or less) content than this could change its result, and the
         result must not depend on how the run was split into chunks."""
         mine = _hashes(call)
         wanted: set[str] = set()
-        for reference in _references(state, agent):
+        for reference in _references(state, chain):
             wanted |= mine ^ reference
         self.fetch(wanted)
         return {
@@ -198,10 +201,13 @@ class AnalysisWrites:
         self.forgotten: list[tuple[int, int]] = []  # (run id, after): findings to delete first
         self.findings: list[dict] = []
         self.checkpoints: list[AnalysisCheckpoint] = []
+        self.rollups = rollups.RollupWrites()  # the monitors' per-minute roll-ups (ingest.rollups)
 
     def forget_findings_after(self, run: Run, after: int) -> None:
-        """Findings of calls after ``after``, and the run-level ones: the analysis writes them anew."""
+        """Findings of calls after ``after``, and the run-level ones: the analysis writes them anew (and
+        the calls' roll-ups)."""
         self.forgotten.append((run.id, after))
+        self.rollups.withdraw_after(run.id, after)
 
     def flush(self) -> None:
         if self.forgotten:
@@ -213,6 +219,7 @@ class AnalysisWrites:
         AnalysisCheckpoint.objects.bulk_create(
             self.checkpoints, update_conflicts=True, unique_fields=["run", "seq"], update_fields=["state"]
         )
+        self.rollups.flush()
         self.forgotten, self.findings, self.checkpoints = [], [], []
 
 
@@ -282,24 +289,26 @@ def _analyse_chunk(
     # Prefetch what the chunk will most likely need (what changes from an agent's call to its next), in
     # one query.
     likely: set[str] = set()
-    before: dict[str | None, list[set[str]]] = {}
+    before: dict[tuple[str | None, str | None], list[set[str]]] = {}
     for recent in state.get("recent", []):
-        before.setdefault(recent.get("agent"), []).append({entry[1] for entry in recent["items"]})
+        chain = (recent.get("agent"), recent.get("invocation"))
+        before.setdefault(chain, []).append({entry[1] for entry in recent["items"]})
     if previous:
-        before.setdefault(call_input(previous, {}).agent, []).append(_hashes(previous))
+        before.setdefault(call_input(previous, {}).chain, []).append(_hashes(previous))
     for call, entry in zip(chunk, inputs, strict=True):
         mine = _hashes(call)
-        for reference in before.get(entry.agent, []):
+        for reference in before.get(entry.chain, []):
             likely |= mine ^ reference
-        before[entry.agent] = [mine]
+        before[entry.chain] = [mine]
     cache.fetch(likely)
     for call, entry in zip(chunk, inputs, strict=True):
-        contents = cache.contents_for(call, state, entry.agent)
+        contents = cache.contents_for(call, state, entry.chain)
         result, state = analyse_call(state, evolve(entry, contents=contents), config)
         outcome = result.to_dict()
         call.analysis = {key: outcome[key] for key in ("buckets", "cache", "conflicts")}
         call.window_total = outcome["buckets"].get("total")
         writes.findings += [_finding(run, finding) for finding in outcome["findings"]]
+        writes.rollups.add(run, call, entry, outcome, config)
         if call.seq % CHECKPOINT_EVERY == 0:
             writes.checkpoints.append(AnalysisCheckpoint(run=run, seq=call.seq, state=pack(state)))
     return state
@@ -310,6 +319,7 @@ def _finish(run: Run, last_seq: int, state: dict, config: AnalysisConfig, writes
     and flushes ``writes``."""
     final = finalise_run(state, config)
     writes.findings += [_finding(run, finding) for finding in final["findings"]]
+    writes.rollups.add_run_findings(run, final["findings"], run.last_start_ns)
     run.analysed_seq = last_seq
     run.analysis_state = pack(state)
     run.accounting = final["accounting"]

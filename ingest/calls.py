@@ -9,19 +9,19 @@ batch of the same traces (``claim_traces``).
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from django.db.models import Q
 from django.utils import timezone
 
-from ingest import agent_sessions, itemlists, locks, normalise
+from ingest import agent_sessions, itemlists, locks, normalise, raw_rows
 from ingest.analyse import ANALYSIS_FIELDS, AnalysisWrites, analyse_appended, catch_up
 from ingest.bulk import insert_rows, update_rows
 from ingest.call_rows import Batch, call_row, new_call
 from ingest.contents import BatchTokens, save_contents
 from ingest.dedup import without_duplicates
 from ingest.late_content import content_events, forget_event_content
-from ingest.models import Call, Operation, Run
+from ingest.models import Call, Operation, RawBatch, Run
 from ingest.normalise import CallRecord
 from ingest.numbering import (
     RUN_FIELDS,
@@ -78,6 +78,10 @@ def interpret_spans(batch: Batch, rows: list[tuple[dict, dict]]) -> tuple[list[C
             record = normalise.call_record(
                 row, resource, events.get((row["trace_id"], row["span_id"]), []), counter
             )
+            if not record.carries_request:
+                # A span that prepares a request (no messages, usage or response) is no call; the raw
+                # span stays stored (issue 33).
+                continue
             row["attributes"] = normalise.without_content(row["attributes"], record.moved_keys)
             made.append((record, asked))
         elif kind in (normalise.TOOL, normalise.AGENT):
@@ -119,87 +123,170 @@ def _call_of(built: BuiltCalls, batch: Batch, run_id: int, record: CallRecord) -
     return made[1]
 
 
-def save(
-    batch: Batch,
-    records: list[CallRecord],
-    operations: list[dict],
-    traces: Iterable[str],
-    texts: dict[str, str],
-    built: BuiltCalls,
-    wait: bool = True,
-) -> set[int]:
-    """Write new calls (a call already stored is left alone) and operations, then number the runs.
+@dataclass
+class BatchWork:
+    """One part of a span batch on its way through the pipeline (``ingest.pipeline``): what the steps
+    read and what each adds, in the order they run."""
 
-    ``traces``: every trace the batch has spans of (any span may link a call to its agent). ``texts``
-    and ``built``: what ``save_texts`` stored and ``build_calls`` built of these records, before the
-    batch waited.
-    Returns the ids of the runs whose calls changed and are not analysed yet (to be analysed).
-    Raises ``locks.Busy`` (``wait`` off) if another batch holds one of its runs."""
-    project_id = batch.project_id
-    traces = {*traces, *(record.trace_id for record in records), *(op["trace_id"] for op in operations)}
-    # A child agent's trace and its parent's, linked by a span link, are resolved together.
-    new_agents = {op["trace_id"] for op in operations if op["kind"] == normalise.AGENT}
-    traces = agent_sessions.linked_traces(project_id, traces, new_agents)
-    locks.claim_traces(traces)
-    new = _new_records(batch, records)
-    new, replaced = without_duplicates(batch, new)
-    # The runs of every call that an agent span of these traces may relink are locked with the batch's.
-    agent_traces = {op["trace_id"] for op in operations if op["kind"] == normalise.AGENT}
-    linked = agent_sessions.runs_of(project_id, agent_traces | agent_sessions.with_agents(project_id, traces))
-    runs = _locked_runs(batch, new, operations, {call.run_id for call in replaced} | linked, wait)
-    renumber = _remove_replaced(runs, replaced)
+    raw: RawBatch  # the stored batch this part is of
+    batch: Batch
+    rows: list[tuple[dict, dict]]  # (resource, span row) of this part
+    traces: set[str]  # every trace the batch has spans of (any span may link a call to its agent)
+    wait: bool = True  # off: a run locked by another batch is locks.Busy, not waited for
+    # interpret
+    records: list[CallRecord] = field(default_factory=list)
+    operations: list[dict] = field(default_factory=list)
+    # save_texts, build_calls: done before the batch waits for the others of its traces
+    texts: dict[str, str] = field(default_factory=dict)  # stored now, by hash
+    built: BuiltCalls = field(default_factory=dict)
+    # keep_new, lock_runs, remove_replaced, reset_late_invocations
+    new: list[CallRecord] = field(default_factory=list)
+    replaced: list[Call] = field(default_factory=list)
+    runs: dict[str, Run] = field(default_factory=dict)  # locked, by key
+    renumber: set[int] = field(default_factory=set)  # runs that lost a replaced call
+    relinked: set[int] = field(default_factory=set)  # runs whose stored calls an agent span relinked
+    # resolve_agents
+    every_call: list[Call] = field(default_factory=list)
+    calls_of: dict[int, list[Call]] = field(default_factory=dict)  # the new calls by run id
+    invocations: set[str] = field(default_factory=set)
+    # number_and_analyse
+    late_runs: list[Run] = field(default_factory=list)  # renumbered after the insert
+    analysed: set[int] = field(default_factory=set)
+    writes: AnalysisWrites = field(default_factory=AnalysisWrites)
+
+    def in_order(self) -> list[Run]:
+        return sorted(self.runs.values(), key=lambda run: run.id)
+
+    def runs_to_analyse(self) -> set[int]:
+        """The runs whose calls changed and are not analysed yet."""
+        return {run.id for run in self.runs.values() if run.analysed_seq < run.call_count}
+
+
+def interpret(work: BatchWork) -> None:
+    work.records, work.operations = interpret_spans(work.batch, work.rows)
+
+
+def insert_spans(work: BatchWork) -> None:
+    """The span rows, once ``interpret`` moved the calls' content out of them."""
+    raw_rows.insert_spans(work.raw, work.rows)
+
+
+def store_texts(work: BatchWork) -> None:
+    work.texts = save_texts(work.batch, work.records)
+
+
+def build(work: BatchWork) -> None:
+    work.built = build_calls(work.batch, work.records)
+
+
+def link_traces(work: BatchWork) -> None:
+    """Every trace the part's calls and operations belong to, with a child agent's trace and its
+    parent's (linked by a span link), claimed with the batch's."""
+    project_id = work.batch.project_id
+    traces = {*work.traces, *(r.trace_id for r in work.records), *(op["trace_id"] for op in work.operations)}
+    new_agents = {op["trace_id"] for op in work.operations if op["kind"] == normalise.AGENT}
+    work.traces = agent_sessions.linked_traces(project_id, traces, new_agents)
+    locks.claim_traces(work.traces)
+
+
+def keep_new(work: BatchWork) -> None:
+    """The records whose call is not stored yet, one per request (a better span replaces a stored one)."""
+    work.new, work.replaced = without_duplicates(work.batch, _new_records(work.batch, work.records))
+
+
+def lock_runs(work: BatchWork) -> None:
+    """Create the runs written to and lock them, with the runs an agent span of these traces may relink."""
+    project_id = work.batch.project_id
+    agent_traces = {op["trace_id"] for op in work.operations if op["kind"] == normalise.AGENT}
+    linked = agent_sessions.runs_of(
+        project_id, agent_traces | agent_sessions.with_agents(project_id, work.traces)
+    )
+    extra = {call.run_id for call in work.replaced} | linked
+    work.runs = _locked_runs(work.batch, work.new, work.operations, extra, work.wait)
+
+
+def remove_replaced(work: BatchWork) -> None:
+    work.renumber = _remove_replaced(work.runs, work.replaced)
+
+
+def store_operations(work: BatchWork) -> None:
     Operation.objects.bulk_create(
-        [Operation(project_id=project_id, **operation) for operation in operations],
+        [Operation(project_id=work.batch.project_id, **operation) for operation in work.operations],
         ignore_conflicts=True,
         batch_size=500,
     )
-    relinked = _renumber_after_late_invocations(batch, operations)
 
-    # Calls that come after everything their run has are numbered here, before they are inserted (the
-    # common case, no UPDATE), and analysed too when the run's analysis is up to date (no task, no
-    # reading them back); a run with a late call is renumbered after the insert.
+
+def reset_late_invocations(work: BatchWork) -> None:
+    work.relinked = _renumber_after_late_invocations(work.batch, work.operations)
+
+
+def resolve_agents(work: BatchWork) -> None:
+    """The new calls, each in its run; agents and sessions first: a call of a child run moves to its
+    session's run before it is numbered."""
     calls_of: dict[int, list[Call]] = defaultdict(list)
-    for record in new:
-        run = runs[record.run_key]
-        calls_of[run.id].append(_call_of(built, batch, run.id, record))
-    # Agents and sessions first: a call of a child run moves to its session's run before it is numbered.
-    every_call = [call for calls in calls_of.values() for call in calls]
-    relinked |= agent_sessions.resolve(project_id, traces, every_call, runs)
-    calls_of = defaultdict(list)
-    for call in every_call:
-        calls_of[call.run_id].append(call)
-    invocations = agent_invocations(project_id, every_call)
-    # A run whose stored calls this batch relinked (their agent span came after them, as it ends after
-    # them) is renumbered and its analysis caught up now, before this batch's calls are appended to it
-    # and analysed in line. After the insert, this batch's calls were renumbered with the stored ones
-    # and a task read them all back to analyse them (on conversations split over batches: 28% of the
-    # calls). A run that lost a replaced call is renumbered after the insert, the replacing call with it.
-    in_order = sorted(runs.values(), key=lambda run: run.id)
-    for run in in_order:
-        if run.id in relinked and run.id not in renumber:
+    for record in work.new:
+        run_id = work.runs[record.run_key].id
+        calls_of[run_id].append(_call_of(work.built, work.batch, run_id, record))
+    work.every_call = [call for calls in calls_of.values() for call in calls]
+    work.relinked |= agent_sessions.resolve(work.batch.project_id, work.traces, work.every_call, work.runs)
+    work.calls_of = defaultdict(list)
+    for call in work.every_call:
+        work.calls_of[call.run_id].append(call)
+    work.invocations = agent_invocations(work.batch.project_id, work.every_call)
+
+
+def catch_up_relinked(work: BatchWork) -> None:
+    """A run whose stored calls this batch relinked (their agent span came after them, as it ends after
+    them) is renumbered and its analysis caught up now, before this batch's calls are appended to it
+    and analysed in line. After the insert, this batch's calls were renumbered with the stored ones and a
+    task read them all back to analyse them (on conversations split over batches: 28% of the calls). A
+    run that lost a replaced call is renumbered after the insert, the replacing call with it."""
+    for run in work.in_order():
+        if run.id in work.relinked and run.id not in work.renumber:
             number_calls(run, renumber=True)
             catch_up(run)
-    late_runs, analysed = [], set()
-    writes = AnalysisWrites()
-    for run in in_order:
-        calls = sorted(calls_of[run.id], key=lambda call: (call.start_ns, call.span_id))
-        if run.id in renumber or (calls and before_last(run, calls[0])):
-            late_runs.append(run)
+
+
+def number_and_analyse(work: BatchWork) -> None:
+    """Calls that come after everything their run has are numbered here, before they are inserted (the
+    common case, no UPDATE), and analysed too when the run's analysis is up to date (no task, no reading
+    them back); a run with a late call is renumbered after the insert."""
+    for run in work.in_order():
+        calls = sorted(work.calls_of[run.id], key=lambda call: (call.start_ns, call.span_id))
+        if run.id in work.renumber or (calls and before_last(run, calls[0])):
+            work.late_runs.append(run)
         elif calls:
-            state = number(state_of(run), calls, invocations)
+            state = number(state_of(run), calls, work.invocations)
             remember(run, calls, state, appended=True)
-            if analyse_appended(run, calls, texts, writes):
-                analysed.add(run.id)
-    # A call stored meanwhile by another worker fails the batch (IntegrityError): it is retried, and
-    # then sees that call; skipping it would count its usage in the run's totals twice.
-    itemlists.store(project_id, every_call)
-    insert_rows(Call, [call_row(call) for calls in calls_of.values() for call in calls], on_conflict="fail")
-    writes.flush()
-    _add_to_totals(runs, every_call)
-    for run in late_runs:
+            if analyse_appended(run, calls, work.texts, work.writes):
+                work.analysed.add(run.id)
+
+
+def insert_calls(work: BatchWork) -> None:
+    """The item lists, the call rows and the analyses' writes. A call stored meanwhile by another worker
+    fails the batch (IntegrityError): it is retried, and then sees that call; skipping it would count its
+    usage in the run's totals twice."""
+    itemlists.store(work.batch.project_id, work.every_call)
+    insert_rows(
+        Call, [call_row(call) for calls in work.calls_of.values() for call in calls], on_conflict="fail"
+    )
+    work.writes.flush()
+
+
+def add_to_totals(work: BatchWork) -> None:
+    by_id = {run.id: run for run in work.runs.values()}
+    for call in work.every_call:
+        by_id[call.run_id].count_call(call.usage_dict(), call.model, call.agent_name)
+
+
+def renumber_late(work: BatchWork) -> None:
+    for run in work.late_runs:
         number_calls(run, renumber=True)
-    _save_runs([run for run in runs.values() if run not in late_runs], analysed)
-    return {run.id for run in runs.values() if run.analysed_seq < run.call_count}
+
+
+def save_runs(work: BatchWork) -> None:
+    _save_runs([run for run in work.runs.values() if run not in work.late_runs], work.analysed)
 
 
 def _save_runs(runs: list[Run], analysed: set[int]) -> None:
@@ -278,12 +365,6 @@ def _new_records(batch: Batch, records: list[CallRecord]) -> list[CallRecord]:
         if key not in existing:
             new.setdefault(key, record)
     return list(new.values())
-
-
-def _add_to_totals(runs: dict[str, Run], calls: list[Call]) -> None:
-    by_id = {run.id: run for run in runs.values()}
-    for call in calls:
-        by_id[call.run_id].count_call(call.usage_dict(), call.model, call.agent_name)
 
 
 def _renumber_after_late_invocations(batch: Batch, operations: list[dict]) -> set[int]:

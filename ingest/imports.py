@@ -10,12 +10,11 @@ from functools import partial
 
 from django.db import transaction
 
-from ingest import itemlists
+from ingest import export_format, itemlists
 from ingest.models import Call, Content, Project, Run
 from ingest.tasks import enqueue_analysis
 
-FORMAT = "ctxview.run-export"
-VERSION = 1
+FORMAT, VERSION = export_format.FORMAT, export_format.VERSION
 CALL_FIELDS = Call.EXPORT_FIELDS
 RUN_FIELDS = Run.EXPORT_FIELDS
 USAGE_FIELDS = Run.USAGE_FIELDS
@@ -34,32 +33,8 @@ def require(condition: bool, message: str) -> None:
         raise ImportError_(message)
 
 
-def check_document(document) -> None:
-    """The document's envelope: format, version, and the kinds of its parts."""
-    require(isinstance(document, dict), "the document must be a JSON object")
-    require(document.get("format") == FORMAT, f"format must be {FORMAT!r}")
-    require(
-        # type(): true == 1 in Python, but a boolean is no version number.
-        type(document.get("version")) is int and document["version"] == VERSION,
-        f"version {document.get('version')!r} is not supported (1 is)",
-    )
-    for key, kind in (
-        ("run", dict),
-        ("calls", list),
-        ("contents", dict),
-        ("notes", list),
-        ("labels", list),
-        ("bookmarks", list),
-    ):
-        require(isinstance(document.get(key, kind()), kind), f"{key} must be a {kind.__name__}")
-    require(isinstance(document.get("run"), dict), "run is required")
-    require(isinstance(document["run"].get("key"), str) and document["run"]["key"], "run.key is required")
-
-
 def refuse_duplicates(project: Project, calls_data: list) -> None:
-    spans = {
-        (str(call.get("trace_id")), str(call.get("span_id"))) for call in calls_data if isinstance(call, dict)
-    }
+    spans = {(call["trace_id"], call["span_id"]) for call in calls_data}
     existing = Call.objects.filter(
         project=project, trace_id__in={trace for trace, _ in spans}, span_id__in={span for _, span in spans}
     ).values_list("trace_id", "span_id", "run__key")
@@ -70,10 +45,11 @@ def refuse_duplicates(project: Project, calls_data: list) -> None:
 
 def store_run(project: Project, document: dict) -> tuple[Run, list[Call]]:
     """Create the exported run in ``project`` (its key gets a suffix if taken), its calls and contents, and
-    enqueue its analysis on commit. Call inside a transaction; KeyError, TypeError and ValueError mean a
-    malformed document (the caller rolls back)."""
-    check_document(document)
-    run_data, calls_data = document["run"], document.get("calls", [])
+    enqueue its analysis on commit. Call inside a transaction. The whole document is checked before
+    anything is written (``export_format.problem``): a refusal names the path of what is wrong."""
+    if problem := export_format.problem(document):
+        raise ImportError_(problem)
+    run_data, calls_data = document["run"], document["calls"]
     refuse_duplicates(project, calls_data)
     run = Run.objects.create(
         project=project,
@@ -81,23 +57,18 @@ def store_run(project: Project, document: dict) -> tuple[Run, list[Call]]:
         key=_free_key(project, run_data["key"][:180]),
     )
     calls = []
-    for index, data in enumerate(calls_data):
-        require(isinstance(data, dict), f"calls[{index}] must be an object")
+    for data in calls_data:
         usage = data.get("usage") or {}
         calls.append(
             Call(
                 project=project,
                 run=run,
-                started_at=datetime.fromtimestamp(int(data["start_ns"]) / 1e9, tz=UTC),
+                started_at=datetime.fromtimestamp(data["start_ns"] / 1e9, tz=UTC),
                 **{name: data[name] for name in CALL_FIELDS if name in data},
                 **{name: usage.get(name) for name in USAGE_FIELDS},
             )
         )
     calls.sort(key=lambda call: call.seq)
-    require(
-        [call.seq for call in calls] == list(range(1, len(calls) + 1)),
-        "calls must be numbered 1..n without gaps",
-    )
     itemlists.store(project.id, calls)
     Call.objects.bulk_create(calls, batch_size=500)
     _store_contents(project, document.get("contents", {}))
@@ -124,8 +95,8 @@ def _store_contents(project: Project, contents: dict) -> None:
             # The target's redaction applies; the hash stays that of the content the agent sent.
             Content(
                 project=project,
-                hash=str(content_hash)[:32],
-                text=redactor.mask(str(value["text"])),
+                hash=content_hash,
+                text=redactor.mask(value["text"]),
                 truncated=bool(value.get("truncated")),
             )
             for content_hash, value in contents.items()

@@ -271,6 +271,13 @@ class Run(models.Model):
 
     # What a run export keeps of the run (ctxview.exchange; schemas/run-export-v1.schema.json).
     EXPORT_FIELDS = ("key", "key_source", "service_name", "agent_name")
+    # What an export leaves out: this database's ids and links, the totals and the carried state an import
+    # makes again from the calls (ingest.imports), the analysis and its state.
+    NOT_EXPORTED = (
+        *("id", "project", "parent_run", "started_at", "last_call_at", "model_names", "call_count"),
+        *("turn_count", "usage_unknown", "analysed_seq", "analysis_state", "accounting", "last_start_ns"),
+        *("last_span_id", "last_fingerprint", "last_invocation", "last_trace_id", "updated_at"),
+    )
 
     def usage_dict(self) -> dict:
         return {name: getattr(self, name) for name in self.USAGE_FIELDS}
@@ -444,7 +451,7 @@ class Call(models.Model):
     usage_raw = models.JSONField(default=dict)  # the figures as reported, by attribute name
     notes = models.JSONField(default=list)
     content_captured = models.BooleanField(default=False)
-    manifest_source = models.CharField(max_length=10)  # explicit | derived | none
+    manifest_source = models.CharField(max_length=10, default="none")  # explicit | derived | none
     manifest_error = models.TextField(blank=True)
     # The items, read and set as ``items`` (ingest.itemlists); null: no items.
     item_list = models.ForeignKey(ItemList, null=True, on_delete=models.RESTRICT, related_name="+")
@@ -490,7 +497,16 @@ class Call(models.Model):
         "tool_calls",
         "tool_definitions",
         "finish_reasons",
+        "agent_invocation",
+        "parent_invocation",
+        "agent_entry",
+        "agent_depth",
+        "root_invocation",
     )
+    # What an export leaves out: this database's ids and links, and what an import makes again (the
+    # start time from start_ns, the item list from ``items``, the analysis). tests/ctxview/test_import.py
+    # checks that every field is in one of these, or in Run.USAGE_FIELDS (exported as ``usage``).
+    NOT_EXPORTED = ("id", "project", "run", "started_at", "item_list", "analysis", "window_total")
 
     objects = CallQuerySet.as_manager()
 
@@ -725,3 +741,7 @@ class AnalysisCheckpoint(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="checkpoint_unique")]
+
+
+# The monitors' roll-ups are ingest's models too, declared beside the code that writes them.
+from ingest.rollups import FirstSeen, Rollup  # noqa: E402, F401

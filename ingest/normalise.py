@@ -13,7 +13,7 @@ from ctxcore.vocabulary import CONTENT_LIMIT, Item, Usage, digest
 from ingest import families, semconv, tokens
 from ingest import manifest as manifest_module
 from ingest.families import AGENT, MODEL_CALL, TOOL, Event, classify, providers
-from ingest.families.messages import is_number, parse_json
+from ingest.families.messages import finish_reasons_of, is_number, parse_json
 from ingest.rendering import render
 from ingest.usage import normalise_usage, provider_name
 
@@ -57,6 +57,9 @@ class CallRecord:
     finish_reasons: tuple[str, ...]
     notes: tuple[str, ...]
     moved_keys: tuple[str, ...] = field(default=())
+    # False for a model-call-kind span that carries no request: no operation declared, no messages, usage,
+    # response or manifest (LlamaIndex's span preparing the tool call before each request). No call.
+    carries_request: bool = True
 
     @property
     def model(self) -> str:
@@ -86,6 +89,11 @@ def tool_name(definition: dict) -> str:
     function = definition.get("function")
     if isinstance(function, dict) and function.get("name"):
         return str(function["name"])
+    # Bedrock Converse's tagged union, kept whole by openinference-instrumentation-bedrock (0.1.60+).
+    for tag in ("toolSpec", "systemTool"):
+        spec = definition.get(tag)
+        if isinstance(spec, dict) and spec.get("name"):
+            return str(spec["name"])
     return str(definition.get("name") or "")
 
 
@@ -143,6 +151,7 @@ def derive_items(
         token_text: str,
         overhead: int = 0,
         content_hash: str = "",
+        source: str | None = None,
     ) -> None:
         seen[item_id] = seen.get(item_id, 0) + 1
         if seen[item_id] > 1:
@@ -158,6 +167,7 @@ def derive_items(
                 tokens=count(content_hash, token_text) + overhead,
                 hash=content_hash,
                 trust=trust,
+                source=source,
                 content=text[:CONTENT_LIMIT],
                 content_truncated=len(text) > CONTENT_LIMIT,
             )
@@ -170,15 +180,19 @@ def derive_items(
         text = part.get("content") if part.get("type") == "text" else render(part)
         text = text if isinstance(text, str) else render(text)
         add(f"system:{index}", "system", "system", "system", "system", text, text)
+    asked: dict[str, str] = {}  # tool call id -> the tool's name, from the calls asked for so far
     for message in messages or []:
         text = render(message)
         role = message["role"]
+        source = None
         if role in ("system", "developer"):
             kind, bucket, trust = "system", "system", "system"
         elif _is_tool_result(message):
             kind, bucket, trust = "tool_result", "tool_results", "tool"
+            source = _answered_tool(message, asked)
         else:
             kind, bucket, trust = "message", "conversation", "user" if role == "user" else None
+            asked.update(_asked_tools(message))
         content_hash = digest(text)
         add(
             f"msg:{content_hash[:12]}",
@@ -190,8 +204,31 @@ def derive_items(
             _token_text(message),
             tokens.MESSAGE_OVERHEAD,
             content_hash,
+            source,
         )
     return items
+
+
+def _asked_tools(message: dict) -> dict[str, str]:
+    """Tool call id -> tool name, for the tool calls a message asks for."""
+    return {
+        str(part["id"]): str(part["name"])[:200]
+        for part in message["parts"]
+        if part.get("type") == "tool_call" and part.get("id") and part.get("name")
+    }
+
+
+def _answered_tool(message: dict, asked: dict[str, str]) -> str | None:
+    """The tool whose result a tool result message is: its own name, else the name of the call it answers
+    (the window shows the tool was called even where the call's output was not recorded)."""
+    if message.get("name"):
+        return str(message["name"])[:200]
+    for part in message["parts"]:
+        if part.get("name"):
+            return str(part["name"])[:200]
+        if part.get("id") is not None and str(part["id"]) in asked:
+            return asked[str(part["id"])]
+    return None
 
 
 def user_fingerprint(derived: list[Item]) -> str | None:
@@ -217,8 +254,25 @@ def tool_calls_of(messages: list[dict] | None) -> list[dict]:
 # --- The call record -----------------------------------------------------------------------------
 
 
+def _not_captured(attributes: dict) -> str:
+    """Why the call has no content: it was stored elsewhere and referenced (say where), or not captured."""
+    refs = [key for key in semconv.CONTENT_REFS if isinstance(attributes.get(key), str) and attributes[key]]
+    if not refs:
+        return "content was not captured: enable message content capture in the instrumentation"
+    where = str(attributes[refs[0]])[:160]
+    return (
+        f"content referenced, not captured: stored elsewhere ({refs[0]}: {where}); ctxview does not fetch it"
+    )
+
+
 def _finish_reasons(
-    attributes: dict, content: dict, provider: str, scope_name: str, scope_version: str, asked_for_tools: bool
+    attributes: dict,
+    content: dict,
+    outputs: list[dict] | None,
+    provider: str,
+    scope_name: str,
+    scope_version: str,
+    asked_for_tools: bool,
 ) -> tuple[str, ...]:
     """The call's finish reasons in the OTel vocabulary (``stop``, ``tool_call``, ``length``…).
 
@@ -235,7 +289,7 @@ def _finish_reasons(
             reasons = (value,)
             break
     if not reasons:
-        reasons = families.finish_reasons(attributes, content) or ()
+        reasons = families.finish_reasons(attributes, content) or finish_reasons_of(outputs or []) or ()
     # Content from traces: a bounded number of bounded words.
     reasons = tuple(providers.finish_reason(str(reason)[:100]) for reason in reasons[:20])
     provider_row = providers.provider(provider)
@@ -325,8 +379,32 @@ def call_record(
         )
         notes.append(note[:300])
     if not content_captured and manifest_source != "explicit":
-        notes.append("content was not captured: enable message content capture in the instrumentation")
+        notes.append(_not_captured(attributes))
 
+    finish_reasons = _finish_reasons(
+        attributes, content, outputs, provider, scope_name, scope_version, bool(tool_calls)
+    )
+    figures = (
+        usage.uncached,
+        usage.cache_write,
+        usage.cache_read,
+        usage.output,
+        usage.reasoning,
+        usage.prompt_total,
+    )
+    # A span that declares a GenAI operation (chat, generate_content...) is a request by declaration; one
+    # that is only of a model-call kind (OpenInference's LLM span kind, which LlamaIndex gives any method
+    # of its LLM classes) must show one: messages, usage or a response.
+    carries_request = bool(
+        attributes.get(semconv.OPERATION_NAME)
+        or content_captured
+        or outputs
+        or tools
+        or manifest_source == "explicit"
+        or any(figure is not None for figure in figures)
+        or _first_text(attributes, semconv.RESPONSE_ID)[0]
+        or finish_reasons
+    )
     return CallRecord(
         trace_id=span["trace_id"],
         span_id=span["span_id"],
@@ -355,11 +433,10 @@ def call_record(
         prompt_version=prompt_version[:200],
         tool_calls=tuple(tool_calls),
         tool_definitions=tuple(tool_name(tool) for tool in tools) if tools is not None else None,
-        finish_reasons=_finish_reasons(
-            attributes, content, provider, scope_name, scope_version, bool(tool_calls)
-        ),
+        finish_reasons=finish_reasons,
         notes=tuple(notes),
         moved_keys=tuple(dict.fromkeys(moved)),
+        carries_request=carries_request,
     )
 
 

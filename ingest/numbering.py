@@ -6,6 +6,7 @@ appended without reading the run's calls; a late call renumbers the run from tha
 
 from django.db.models import Q
 
+from ingest import agents
 from ingest.analyse import ANALYSIS_FIELDS, invalidate
 from ingest.bulk import update_rows
 from ingest.call_rows import datetime_of
@@ -61,11 +62,14 @@ def number(state: TurnState, calls: list[Call], invocations: set[str]) -> TurnSt
     """Give ``calls`` (in order) their seq and turn after ``state``; returns the state after the last."""
     for call in calls:
         # A call inside a tool or a child run (agent_depth > 0) starts no turn: its user message is the
-        # parent agent's request, not the user's. Its turn is its root invocation's.
+        # parent agent's request, not the user's. Nor does a call of an agent handed the work (a handoff):
+        # its user message is what the framework wrote for it (CrewAI's next task), not a new one from
+        # outside the agents. Its turn is its root invocation's.
+        from_outside = not call.agent_depth and call.agent_entry != agents.HANDOFF
         state = advance(
             state,
             turn_hint=call.turn_hint,
-            fingerprint=(call.user_fingerprint or None) if not call.agent_depth else None,
+            fingerprint=(call.user_fingerprint or None) if from_outside else None,
             invocation=call.root_invocation
             or (call.parent_span_id if call.parent_span_id in invocations else None),
             trace_id=call.trace_id,

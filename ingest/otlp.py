@@ -13,6 +13,7 @@ import sys
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf import json_format
@@ -460,6 +461,9 @@ def attributes(key_values) -> dict[str, Any]:
     return {_text(kv.key): any_value(kv.value) for kv in key_values}
 
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def _time_ns(value: int) -> int:
     # fixed64 on the wire; the database column is signed.
     return value if value < 2**63 else 0
@@ -547,6 +551,28 @@ def _each_span(message: ExportTraceServiceRequest) -> Iterator:
             yield from scope_spans.spans
 
 
+def record_time_ns(record, record_attributes: dict) -> int:
+    """When a log record's event happened: its time; else when the SDK observed it (the OTel log data
+    model: "use Timestamp if it is present, otherwise ObservedTimestamp"); else the event's own
+    ``event.timestamp`` attribute (milliseconds at best); else 0 (the reader falls back on the record's
+    span). Codex CLI 0.171 sends every record with a time of 0 (issue 33)."""
+    time = _time_ns(record.time_unix_nano) or _time_ns(record.observed_time_unix_nano)
+    if time:
+        return time
+    stamp = record_attributes.get(semconv.EVENT_TIMESTAMP)
+    if isinstance(stamp, str) and 0 < len(stamp) <= 64:
+        try:
+            moment = datetime.fromisoformat(stamp)
+        except ValueError:
+            return 0
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        delta = moment - EPOCH
+        ns = (delta.days * 86_400 + delta.seconds) * 10**9 + delta.microseconds * 1000
+        return ns if 0 < ns < 2**63 else 0
+    return 0
+
+
 def log_records(message: ExportLogsServiceRequest) -> Iterator[tuple[dict, dict]]:
     """(resource attributes, log row) for each record of a stored logs request."""
     for resource_logs in message.resource_logs:
@@ -562,7 +588,7 @@ def log_records(message: ExportLogsServiceRequest) -> Iterator[tuple[dict, dict]
                     {
                         "trace_id": record.trace_id.hex(),
                         "span_id": record.span_id.hex(),
-                        "time_unix_nano": _time_ns(record.time_unix_nano),
+                        "time_unix_nano": record_time_ns(record, record_attributes),
                         "observed_time_unix_nano": _time_ns(record.observed_time_unix_nano),
                         "severity_number": record.severity_number,
                         "severity_text": _text(record.severity_text)[:50],

@@ -28,20 +28,20 @@ DEFAULT_PATTERNS = (
     ("github_token", r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"),
     ("slack_token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
     ("bearer_token", r"\b(?i:bearer)\s+[A-Za-z0-9._~+/=-]{20,}"),
-    # The local part starts where a run of its characters starts, not at any \b inside one: with
-    # Python's re, a long run with no "@" ("a.a.a.a…") was scanned again from every dot (quadratic).
-    ("email", r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b"),
+    # RE2's leftmost match starts where a run of local-part characters starts: no \b or look-behind
+    # (which RE2, and the settings page's help, do not have) is needed to mask the whole address.
+    ("email", r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b"),
 )
-# Patterns that projects created with an older default still hold.
+# Patterns that projects created with an older default still hold, each read in its RE2 form.
 _OLD_EMAIL = r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b"
-# The RE2 form of a default pattern, where it is not the same text. RE2 has no look-behind: a leftmost
-# match of the email pattern starts where its run starts anyway, so dropping it only masks more. RE2's
-# \s is ASCII; the bearer pattern keeps Python's whitespace (str.isspace) so it misses nothing it found.
+_LOOKBEHIND_EMAIL = r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b"
+# The RE2 form of a default pattern, where it is not the same text. RE2's \s is ASCII; the bearer
+# pattern keeps Python's whitespace (str.isspace) so it misses nothing it found.
 _PY_SPACE = r"[\t-\r\x1c-\x20\x85\xa0\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]"
 _RE2_FORM = {
     DEFAULT_PATTERNS[4][1]: DEFAULT_PATTERNS[4][1].replace(r"\s", _PY_SPACE),
-    DEFAULT_PATTERNS[5][1]: r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b",
-    _OLD_EMAIL: r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b",
+    _LOOKBEHIND_EMAIL: DEFAULT_PATTERNS[5][1],
+    _OLD_EMAIL: DEFAULT_PATTERNS[5][1],
 }
 # A cheap necessary condition for each default pattern, on raw bytes: a search that starts with a
 # literal, or a plain substring test: ~8 ms on a 2 MB batch, where the mask pass takes ~10 times that.
@@ -53,7 +53,7 @@ _SCREENS = {
     DEFAULT_PATTERNS[4][1]: lambda data: b"bearer" in data.lower(),
     DEFAULT_PATTERNS[5][1]: re.compile(rb"@[A-Za-z0-9.-]+\.[A-Za-z]{2}").search,
 }
-_SCREENS[_OLD_EMAIL] = _SCREENS[DEFAULT_PATTERNS[5][1]]
+_SCREENS[_OLD_EMAIL] = _SCREENS[_LOOKBEHIND_EMAIL] = _SCREENS[DEFAULT_PATTERNS[5][1]]
 
 # Limits on a project's own pattern. A pattern can defeat RE2's DFA (its states explode), and RE2 then
 # simulates the program: still linear, but ~18 us per byte for a program of 900 instructions. One

@@ -42,6 +42,10 @@ SERVICE_NAME = "service.name"
 # ``cache_missed_input_tokens``), flattened under this prefix by the ctxview SDK and by ingest (from
 # OpenInference's metadata); kept with the usage figures, where the cache analysis reads it.
 ANTHROPIC_CACHE_MISS = "anthropic.diagnostics.cache_miss_reason"
+# OpenAI's cache diagnosis (``prompt_cache_diagnostics`` of a Responses object, GPT-5.6 and later), read
+# from the response that OpenInference keeps in ``output.value``: its miss ``reason`` (or, for no
+# comparison, its ``type``) and its ``cache_missed_tokens``, under the names the Anthropic one has.
+OPENAI_CACHE_MISS = "openai.prompt_cache_diagnostics.cache_miss_reason"
 # The anthropic SDK's own tracing puts the cache TTL split under anthropic.usage.
 USAGE_PREFIXES = (
     "gen_ai.usage.",
@@ -49,9 +53,13 @@ USAGE_PREFIXES = (
     "llm.usage.",
     "anthropic.usage.",
     "anthropic.diagnostics.",
+    "openai.prompt_cache_diagnostics.",  # as the ctxview proxy flattens OpenAI's diagnosis
 )
 
 EVENT_NAME_ATTRIBUTE = "event.name"
+# The time an event happened, as an ISO 8601 string (Codex CLI, Gemini CLI, Claude Code): read when the
+# record has neither a time nor an observed time.
+EVENT_TIMESTAMP = "event.timestamp"
 
 # --- Tool executions -----------------------------------------------------------------------------
 TOOL_NAME = ("gen_ai.tool.name", "tool.name", "traceloop.entity.name")
@@ -63,3 +71,15 @@ TOOL_CALL_ARGUMENTS = (
     "traceloop.entity.input",
 )
 TOOL_CALL_RESULT = ("gen_ai.tool.call.result", "output.value", "traceloop.entity.output")
+
+# Content stored elsewhere and referenced instead of sent (opentelemetry-util-genai's upload completion
+# hook writes these; the names are not in the conventions yet): where the content is, never the content.
+CONTENT_REFS = (
+    "gen_ai.system_instructions_ref",
+    "gen_ai.tool.definitions_ref",
+    "gen_ai.input.messages_ref",
+    "gen_ai.output.messages_ref",
+)
+
+# Whether the call was streamed (OpenLLMetry's flag, in its GenAI and its legacy spelling).
+IS_STREAMING = ("gen_ai.is_streaming", "llm.is_streaming")

@@ -93,9 +93,26 @@ def _stored_rows(project_id: int, session: _Session, since_ns: int) -> tuple[lis
             attributes = {key: value for key, value in zip(keys, values, strict=True) if value is not None}
             logs.append({**dict(zip(columns, row, strict=False)), "attributes": attributes, "body": None})
             logs[-1]["resource"] = row[len(columns)]
+    _timed_by_span(project_id, logs)
     # The order the rows were stored in, whichever query found them.
     logs.sort(key=lambda log: (log["time_unix_nano"], log["observed_time_unix_nano"], log["id"]))
     return spans, logs
+
+
+def _timed_by_span(project_id: int, logs: list[dict]) -> None:
+    """A record with no time at all (no time, observed time or ``event.timestamp``: ``otlp.record_time_ns``)
+    takes the start of the span it names, the last and least precise of its times (issue 33)."""
+    untimed = [log for log in logs if not log["time_unix_nano"] and log["span_id"]]
+    if not untimed:
+        return
+    rows = Span.objects.filter(
+        project_id=project_id,
+        trace_id__in={log["trace_id"] for log in untimed},
+        span_id__in={log["span_id"] for log in untimed},
+    ).values_list("trace_id", "span_id", "start_time_unix_nano")
+    starts = {(trace, span): start for trace, span, start in rows}
+    for log in untimed:
+        log["time_unix_nano"] = starts.get((log["trace_id"], log["span_id"]), 0)
 
 
 def _log_row(log: LogRecord) -> dict:

@@ -1,7 +1,5 @@
 """Turn a stored raw batch into span and log-record rows. Safe to run twice, and concurrently."""
 
-import hashlib
-import json
 import logging
 import zlib
 from collections.abc import Callable
@@ -11,11 +9,11 @@ from django.db import DataError, connection, transaction
 from django.utils import timezone
 from google.protobuf.message import DecodeError
 
-from ingest import calls, families, locks, otlp, session_calls
+from ingest import families, locks, otlp, pipeline, raw_rows, session_calls
 from ingest.bulk import insert_rows
 from ingest.call_rows import Batch
 from ingest.late_content import join_log_events
-from ingest.models import LogRecord, RawBatch, Resource, Span
+from ingest.models import LogRecord, RawBatch
 
 logger = logging.getLogger(__name__)
 
@@ -86,24 +84,8 @@ def _store(batch: RawBatch, wait: bool = True) -> set[int]:
     runs: set[int] = set()
     try:
         if batch.signal == RawBatch.Signal.TRACES:
-            traces = otlp.trace_ids(message)
-            calls.share_traces(scope, traces)
-            claimed = False
-            for part in _decoded(otlp.span_parts(message, PART_BYTES)):
-                records, operations = calls.interpret_spans(scope, part)
-                # Interpreted, and what depends on no other batch written, while another batch of its
-                # traces may still be writing: the more done before waiting, the less a worker waits.
-                _insert_spans(batch, part)
-                texts = calls.save_texts(scope, records)
-                built = calls.build_calls(scope, records)
-                if not claimed:
-                    if not calls.claim_traces(traces, wait):
-                        raise locks.Busy("a trace of the batch is being stored by another")
-                    claimed = True
-                runs |= calls.save(
-                    scope, records, operations, traces=traces, texts=texts, built=built, wait=wait
-                )
-                runs |= session_calls.refresh(scope, "spans", [row for _, row in part])
+            parts = _decoded(otlp.span_parts(message, PART_BYTES))
+            runs |= pipeline.store_spans(batch, scope, message, parts, wait)
         else:
             for part in _decoded(otlp.log_parts(message, PART_BYTES)):
                 runs |= _store_log_records(batch, scope, part)
@@ -120,30 +102,17 @@ def _decoded(parts):
         raise BadBatch(f"stored body cannot be decoded: {exc}") from exc
 
 
-def _common(batch: RawBatch) -> dict:
-    return {"project_id": batch.project_id, "batch_id": batch.id, "received_at": batch.received_at}
-
-
-def _insert_spans(batch: RawBatch, rows: list) -> None:
-    """Write interpreted spans (interpreting moved model calls' content out of the rows, into items)."""
-    resource_ids = _resource_ids(batch.project_id, [resource for resource, _ in rows])
-    common = _common(batch)
-    insert_rows(
-        Span, [{"resource_id": resource_ids[id(resource)], **common, **row} for resource, row in rows]
-    )
-
-
 def _store_log_records(batch: RawBatch, scope: Batch, rows: list) -> set[int]:
-    resource_ids = _resource_ids(batch.project_id, [resource for resource, _ in rows])
+    resource_ids = raw_rows.resource_ids(batch.project_id, [resource for resource, _ in rows])
     if not scope.keep_content:  # hash-only: the coding CLIs' content attributes are never stored
         rows = [(resource, _without_log_content(row)) for resource, row in rows]
-    common = _common(batch)
+    common = raw_rows.common(batch)
     insert_rows(
         LogRecord,
         [
             {
                 "resource_id": resource_ids[id(resource)],
-                "record_hash": _digest([resource_ids[id(resource)], row]),
+                "record_hash": raw_rows.digest([resource_ids[id(resource)], row]),
                 **common,
                 **row,
             }
@@ -161,34 +130,3 @@ def _without_log_content(row: dict) -> dict:
         return row
     kept = {key: value for key, value in attributes.items() if key not in families.LOG_CONTENT_KEYS}
     return {**row, "attributes": {**kept, "ctxview.content_dropped": True}}
-
-
-def _digest(value) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-def _resource_ids(project_id: int, resources: list[dict]) -> dict[int, int]:
-    """Resource row id for each resource dict (by object identity); rows are created as needed."""
-    hash_of: dict[int, str] = {}
-    by_hash: dict[str, dict] = {}
-    for resource in resources:
-        if id(resource) not in hash_of:
-            digest = _digest(resource)
-            hash_of[id(resource)] = digest
-            by_hash.setdefault(digest, resource)
-    Resource.objects.bulk_create(
-        [
-            Resource(
-                project_id=project_id,
-                hash=digest,
-                service_name=str(attributes.get("service.name", ""))[:200],
-                attributes=attributes,
-            )
-            for digest, attributes in by_hash.items()
-        ],
-        ignore_conflicts=True,
-    )
-    row_ids = dict(
-        Resource.objects.filter(project_id=project_id, hash__in=list(by_hash)).values_list("hash", "id")
-    )
-    return {key: row_ids[digest] for key, digest in hash_of.items()}

@@ -2,8 +2,10 @@
 
 A turn is one user-visible step: a user message and everything the agent did until it answered.
 ``ctxview.turn`` wins when the sender gives it; otherwise a new user message in the input (one that
-only carries tool results is not new) or a new agent invocation starts a turn. When neither is known
-(no content captured, no agent spans), a new trace starts one.
+only carries tool results is not new) starts a turn. A switch to another top-level agent invocation (a
+handoff, however the framework marks it) starts one only when the user message is unknown: the same user
+message handed from agent to agent is one turn (issue 33). When neither is known (no content captured,
+no agent spans), a new trace starts one.
 """
 
 from dataclasses import dataclass
@@ -35,8 +37,8 @@ def advance(
         turn = 1
     elif fingerprint and state.fingerprint and fingerprint != state.fingerprint:
         turn = state.turn + 1
-    elif invocation and state.invocation and invocation != state.invocation:
-        turn = state.turn + 1
+    elif invocation and state.invocation and invocation != state.invocation and not fingerprint:
+        turn = state.turn + 1  # another agent, and nothing says the user's message is the same one
     elif (
         not (fingerprint or invocation or state.fingerprint or state.invocation)
         and trace_id != state.trace_id

@@ -30,6 +30,10 @@ def _first_count(values) -> int | None:
     return None
 
 
+def _marked_streamed(attributes: dict) -> bool:
+    return any(attributes.get(key) is True or attributes.get(key) == "true" for key in semconv.IS_STREAMING)
+
+
 def normalise_usage(
     attributes: dict, provider: str = "", scope_name: str = "", scope_version: str = ""
 ) -> Usage:
@@ -87,6 +91,14 @@ def normalise_usage(
     if cache_write is None and cache_read is not None and not writes_reported and CACHE_WRITE not in dropped:
         cache_write = 0
         notes.append(f"cache_write taken as 0: {provider} reports no cache writes")
+
+    extra = max((row.streamed_output_extra for row in rows), default=0)
+    if extra and output is not None and output >= extra and _marked_streamed(attributes):
+        output -= extra
+        notes.append(
+            f"output {extra:,} lower than reported: {scope_name} {scope_version} counts a streamed call's "
+            "first event's output too"
+        )
 
     exclusive = any(row.input_excludes_cache for row in rows) or any(
         family.input_excludes_cache(scope_name, scope_version) for family in families.FAMILIES

@@ -87,6 +87,24 @@ def block_part(block: Any) -> dict:
             "id": block.get("tool_use_id"),
             "response": block.get("content"),
         }
+    if kind is None:  # the Bedrock Converse shape (also strands'): a block is keyed by what it holds
+        if isinstance(block.get("text"), str) and len(block) == 1:
+            return {"type": "text", "content": block["text"]}
+        if isinstance(block.get("toolUse"), dict):
+            use = block["toolUse"]
+            return {
+                "type": "tool_call",
+                "id": use.get("toolUseId"),
+                "name": use.get("name"),
+                "arguments": use.get("input"),
+            }
+        if isinstance(block.get("toolResult"), dict):
+            result = block["toolResult"]
+            return {
+                "type": "tool_call_response",
+                "id": result.get("toolUseId"),
+                "response": result.get("content"),
+            }
     if kind == "tool_call_response" and "response" not in block and "result" in block:
         # The registry's example says "result"; the schema says "response".
         return {"type": "tool_call_response", "id": block.get("id"), "response": block.get("result")}
@@ -103,6 +121,15 @@ def parts_of(content: Any) -> list[dict]:
     return [block_part(content)]
 
 
+def unquoted(name: Any) -> Any:
+    """A tool name as the provider has it: openinference-instrumentation-crewai 1.1.21 writes it as a
+    Python literal (``'get_weather'``); providers allow no quotes in tool names, so the quotes are not
+    part of it."""
+    if isinstance(name, str) and len(name) > 2 and name[0] == name[-1] and name[0] in "'\"":
+        return name[1:-1]
+    return name
+
+
 def tool_call_parts(tool_calls: Any) -> list[dict]:
     """OpenAI-style ``tool_calls`` (``{id, function: {name, arguments}}``) or flattened ones, as parts."""
     calls = tool_calls if isinstance(tool_calls, list) else indexed(tool_calls)
@@ -116,7 +143,7 @@ def tool_call_parts(tool_calls: Any) -> list[dict]:
             {
                 "type": "tool_call",
                 "id": call.get("id"),
-                "name": function.get("name", call.get("name")),
+                "name": unquoted(function.get("name", call.get("name"))),
                 "arguments": function.get("arguments", call.get("arguments")),
             }
         )

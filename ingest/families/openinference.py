@@ -46,7 +46,12 @@ def _message(entry: Any) -> dict:
     parts += tool_call_parts(fields.get("tool_calls"))
     if fields.get("tool_call_id"):
         # OpenInference keeps a tool result's text in message.content with its call id beside it.
-        texts = [part.get("content") for part in parts if part.get("type") == "text"]
+        # A text part may hold no string (an attribute sent without a value): it adds no text.
+        texts = [
+            part["content"]
+            for part in parts
+            if part.get("type") == "text" and isinstance(part.get("content"), str)
+        ]
         parts = tool_response(fields["tool_call_id"], "".join(texts))
     return message(fields.get("role"), parts, fields.get("name"))
 
@@ -55,14 +60,25 @@ input_messages = messages_reader(INPUT_MESSAGES, _message)
 output_messages = messages_reader(OUTPUT_MESSAGES, _message)
 
 
+def _definition(schema: Any) -> dict | None:
+    """A tool's definition; None for junk and for a Bedrock Converse cache point among the tools (it
+    marks where to cache: no tool)."""
+    return schema if isinstance(schema, dict) and set(schema) != {"cachePoint"} else None
+
+
 def _tool(entry: dict) -> dict | None:
     tool = entry.get("tool")
-    schema = parse_json(tool.get("json_schema")) if isinstance(tool, dict) else None
-    return schema if isinstance(schema, dict) else None
+    return _definition(parse_json(tool.get("json_schema")) if isinstance(tool, dict) else None)
 
 
 def tools(attributes: dict, content: dict) -> Read:
-    return read_tools(attributes, TOOLS, _tool)
+    found = read_tools(attributes, TOOLS, _tool)
+    if found[0] is not None:
+        return found
+    # CrewAI's event listener sends the whole list as one JSON attribute, in the provider's own shape.
+    whole = parse_json(attributes.get(TOOLS))
+    definitions = [tool for entry in whole if (tool := _definition(entry))] if isinstance(whole, list) else []
+    return (definitions, [TOOLS]) if definitions else (None, [])
 
 
 def finish_reasons(attributes: dict, content: dict) -> tuple[str, ...] | None:
@@ -86,15 +102,29 @@ def finish_reasons(attributes: dict, content: dict) -> tuple[str, ...] | None:
 
 
 def usage_details(attributes: dict) -> dict[str, str | int]:
-    """Anthropic's cache diagnosis, which openinference-instrumentation-anthropic keeps in ``metadata``."""
+    """The provider's cache diagnosis: Anthropic's, which openinference-instrumentation-anthropic keeps in
+    ``metadata``, or OpenAI's, in the Responses object kept in ``output.value``."""
     metadata = parse_json(attributes.get(METADATA))
     reason = metadata.get("cache_miss_reason") if isinstance(metadata, dict) else None
-    if not isinstance(reason, dict) or not isinstance(reason.get("type"), str):
+    if isinstance(reason, dict) and isinstance(reason.get("type"), str):
+        missed = reason.get("cache_missed_input_tokens")
+        return _diagnosis(semconv.ANTHROPIC_CACHE_MISS, reason["type"], missed)
+    response = parse_json(attributes.get(OUTPUT_VALUE))
+    diagnostics = response.get("prompt_cache_diagnostics") if isinstance(response, dict) else None
+    if not isinstance(diagnostics, dict) or not isinstance(diagnostics.get("type"), str):
         return {}
-    details: dict[str, str | int] = {f"{semconv.ANTHROPIC_CACHE_MISS}.type": reason["type"][:100]}
-    missed = reason.get("cache_missed_input_tokens")
+    if diagnostics["type"] == "cache_hit":
+        return {}  # nothing missed: no diagnosis to show
+    said = diagnostics.get("reason") if diagnostics["type"] == "cache_miss" else diagnostics["type"]
+    if not isinstance(said, str):
+        return {}
+    return _diagnosis(semconv.OPENAI_CACHE_MISS, said, diagnostics.get("cache_missed_tokens"))
+
+
+def _diagnosis(prefix: str, reason: str, missed: object) -> dict[str, str | int]:
+    details: dict[str, str | int] = {f"{prefix}.type": reason[:100]}
     if isinstance(missed, int) and not isinstance(missed, bool) and missed >= 0:
-        details[f"{semconv.ANTHROPIC_CACHE_MISS}.cache_missed_input_tokens"] = missed
+        details[f"{prefix}.cache_missed_input_tokens"] = missed
     return details
 
 

@@ -28,11 +28,20 @@ def _event_messages(events: list[Event]) -> tuple[list[dict] | None, list[dict] 
                 parts = tool_response(body.get("id"), body.get("content"))
             inputs.append(message(role, parts))
         elif event.name == EVENT_CHOICE:
-            choice = body.get("message") if isinstance(body.get("message"), dict) else {}
+            said = (
+                parse_json(body.get("message"))
+                if isinstance(body.get("message"), str)
+                else body.get("message")
+            )
+            # strands-agents: the message is its content blocks (a JSON list), not a message object.
+            choice = said if isinstance(said, dict) else {"content": said} if isinstance(said, list) else {}
             parts = parts_of(choice.get("content")) + tool_call_parts(
                 body.get("tool_calls") or choice.get("tool_calls") or []
             )
-            outputs.append(message(choice.get("role") or "assistant", parts))
+            output = message(choice.get("role") or "assistant", parts)
+            if isinstance(body.get("finish_reason"), str) and body["finish_reason"]:
+                output["finish_reason"] = body["finish_reason"]
+            outputs.append(output)
     return inputs or None, outputs or None
 
 

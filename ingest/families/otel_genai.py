@@ -33,7 +33,8 @@ COMPACTED = "gen_ai.conversation.compacted"  # genai-repo: the history was compa
 
 MODEL_CALL_OPERATIONS = frozenset({"chat", "generate_content", "text_completion", "completion", "generate"})
 TOOL_OPERATIONS = frozenset({"execute_tool"})
-AGENT_OPERATIONS = frozenset({"invoke_agent", "invoke_workflow"})
+# invoke_swarm: strands-agents' multi-agent swarm, a workflow around its agents.
+AGENT_OPERATIONS = frozenset({"invoke_agent", "invoke_workflow", "invoke_swarm"})
 
 # The content attributes this family reads, wherever they were sent (span, details event).
 CONTENT_KEYS = (INPUT_MESSAGES, OUTPUT_MESSAGES, SYSTEM_INSTRUCTIONS, TOOL_DEFINITIONS)
@@ -83,6 +84,15 @@ def _messages(value) -> list[dict] | None:
             continue
         if isinstance(entry.get("parts"), list):
             parts = [block_part(part) for part in entry["parts"]]
+            # litellm's otel callback (1.110) keeps OpenAI's shapes beside the parts: an assistant's
+            # ``tool_calls`` list (its parts empty) and a tool result's ``tool_call_id`` (its parts text).
+            if entry.get("tool_calls") and not any(part.get("type") == "tool_call" for part in parts):
+                parts += tool_call_parts(entry["tool_calls"])
+            answered = any(part.get("type") == "tool_call_response" for part in parts)
+            if entry.get("tool_call_id") and not answered:
+                texts = [part.get("content") for part in parts if part.get("type") == "text"]
+                response = "\n".join(texts) if len(texts) == len(parts) else entry["parts"]
+                parts = tool_response(entry["tool_call_id"], response)
         else:
             parts = parts_of(entry.get("content")) + tool_call_parts(entry.get("tool_calls") or [])
             if entry.get("tool_call_id") or (entry.get("id") and entry.get("role") == "tool"):

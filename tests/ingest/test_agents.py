@@ -25,6 +25,30 @@ def test_an_agent_span_names_its_agent_and_a_workflow_span_is_none():
     assert agents.agent_span("a3", "", {"gen_ai.agent.name": "  "}, 1, "trace") is None
 
 
+def test_an_agent_span_named_only_by_its_span_name_is_marked_nameless():
+    found = agents.agent_span("m1", "", {"openinference.span.kind": "AGENT"}, 1, "trace", "manager.run")
+    assert (found.name, found.nameless) == ("manager.run", True)
+    assert agents.agent_span("a1", "", {"agent.name": "triage"}, 1, "trace", "triage run").nameless is False
+
+
+def test_a_nameless_agent_span_is_an_invocation_only_with_calls_of_its_own():
+    # openai-agents: a nameless workflow w around the named triage t, whose call c1 is under t.
+    # smolagents: nameless manager m with call c2, its nameless researcher r (under m's step s) with c3.
+    links = {"w": "", "t": "w", "m": "", "s": "m", "r": "s"}
+    spans = {
+        "w": AgentSpan("w", "", "Agent workflow", 1, "trace", nameless=True),
+        "t": agent("t", "w", "triage", 2),
+        "m": AgentSpan("m", "", "manager.run", 3, "trace", nameless=True),
+        "r": AgentSpan("r", "s", "researcher.run", 4, "trace", nameless=True),
+    }
+    tree = Tree(links, ())
+    acting = agents.acting(tree, spans, ["t", "s", "r"])  # the calls' parents: t, m's step, r
+    assert sorted(acting) == ["m", "r", "t"]
+    found = agents.invocations(tree, acting)
+    assert (found["t"].entered, found["t"].depth) == (agents.ROOT, 0)  # no workflow above it
+    assert (found["r"].parent, found["r"].entered, found["r"].depth) == ("m", agents.SUBAGENT, 1)
+
+
 def test_a_handoff_is_a_sibling_whose_node_parent_is_the_agent_before_it():
     # Workflow w; triage (t) and billing (b) are siblings; b's graph.node.parent_id names triage.
     links = {"w": "", "t": "w", "t-turn": "t", "b": "w", "b-turn": "b"}
@@ -37,6 +61,25 @@ def test_a_handoff_is_a_sibling_whose_node_parent_is_the_agent_before_it():
     assert found["b"] == agents.Invocation("b", "billing", "t", agents.HANDOFF, 0, "t")
     call = agents.call_agent("b-turn", None, tree, by_id, found)
     assert (call.agent, call.invocation.id) == ("billing", "b")
+
+
+def test_the_later_top_level_agents_of_one_workflow_are_handed_the_work():
+    # strands' swarm: workflow w (a nameless agent span without calls) around researcher r and writer x,
+    # which name no handoff; w2 is another request's workflow; s is a subagent of x (not w's own).
+    links = {"w": "", "r": "w", "x": "w", "s": "x", "w2": "", "q": "w2"}
+    spans = [agent("r", "w", "researcher", 10), agent("x", "w", "writer", 20), agent("s", "x", "helper", 25)]
+    spans.append(agent("q", "w2", "researcher", 30))
+    tree = Tree(links, ())
+    by_id = {span.span_id: span for span in spans}
+    found = agents.invocations(tree, by_id, workflows={"w", "w2"})
+    assert [(found[key].entered, found[key].parent) for key in ("r", "x", "s", "q")] == [
+        (agents.ROOT, None),
+        (agents.HANDOFF, "r"),
+        (agents.SUBAGENT, "x"),
+        (agents.ROOT, None),  # alone in its workflow: a request of its own
+    ]
+    assert {found[key].root for key in ("r", "x", "s")} == {"r"}
+    assert agents.invocations(tree, by_id)["x"].entered == agents.ROOT  # no workflow known: as before
 
 
 def test_a_node_parent_named_later_or_nowhere_is_no_handoff():

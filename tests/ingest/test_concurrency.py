@@ -140,13 +140,6 @@ def three_workers(service_env):
         worker.stop()
 
 
-def broker_is_idle() -> bool:
-    active = celery_app.control.inspect(timeout=1).active() or {}
-    with celery_app.connection_for_write() as connection:
-        queued = connection.default_channel.client.llen("celery")
-    return queued == 0 and not any(active.values())
-
-
 def end_state(project: Project) -> dict:
     """Everything the pipeline derives, keyed by what does not depend on the order of arrival."""
     runs = {}
@@ -187,7 +180,7 @@ def test_three_workers_end_where_one_ordered_pass_ends(three_workers, client):
         analysed = runs.count() == RUNS and all(
             run.call_count == CALLS and run.analysed_seq == CALLS for run in runs
         )
-        return not pending and analysed and broker_is_idle()
+        return not pending and analysed and services.workers_idle()
 
     services.wait_for(finished, 180, "the workers to process and analyse every run", interval=0.5)
     logs = [worker.log_path.read_text(errors="replace")[worker.log_start :] for worker in three_workers]

@@ -528,7 +528,8 @@ def test_a_database_connection_that_died_between_requests_is_replaced_not_report
     # What a PostgreSQL restart or an idle-connection timeout does to the receiver's kept connections.
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE application_name = %s AND datname = current_database()",  # not another xdist worker's
             [GRPC_APPLICATION_NAME],
         )
         assert cursor.fetchone()[0] >= 1

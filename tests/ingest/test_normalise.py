@@ -134,6 +134,30 @@ def test_a_user_message_of_only_tool_results_is_a_tool_result_and_not_a_new_turn
     assert record.user_fingerprint == digest(render(messages[0]))
 
 
+def test_a_tool_result_names_the_tool_it_answers():
+    attributes = {  # openinference-instrumentation-crewai 1.1.21's history: the name as a Python literal
+        "openinference.span.kind": "LLM",
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": "The weather in Paris?",
+        "llm.input_messages.1.message.role": "assistant",
+        "llm.input_messages.1.message.tool_calls.0.tool_call.id": "call_1",
+        "llm.input_messages.1.message.tool_calls.0.tool_call.function.name": "'get_weather'",
+        "llm.input_messages.2.message.role": "tool",
+        "llm.input_messages.2.message.content": "18C",
+        "llm.input_messages.2.message.tool_call_id": "call_1",
+        "llm.input_messages.3.message.role": "tool",
+        "llm.input_messages.3.message.content": "?",
+        "llm.input_messages.3.message.tool_call_id": "call_unknown",
+    }
+    record = normalise.call_record(span(attributes), {}, count=fixed_tokens)
+    assert [(item.kind, item.source) for item in record.items] == [
+        ("message", None),
+        ("message", None),
+        ("tool_result", "get_weather"),
+        ("tool_result", None),  # answers no call in the window: its tool is not known
+    ]
+
+
 def test_the_same_message_keeps_its_id_across_calls_and_repeats_get_a_suffix():
     first = [OTEL_MESSAGES[1]]
     second = [
@@ -183,6 +207,19 @@ def test_openinference_flattened_messages_and_tools():
         "llm.token_count.prompt": 10,
         "ctxview.content_moved": ["llm.tools.", "llm.input_messages.", "llm.output_messages."],
     }
+
+
+def test_an_openinference_tool_result_whose_text_has_no_value_is_read_without_it():
+    # An attribute sent with an empty AnyValue decodes to None (found by the deep fuzz run).
+    attributes = {
+        "openinference.span.kind": "LLM",
+        "llm.input_messages.0.message.role": "tool",
+        "llm.input_messages.0.message.contents.0.message_content.text": None,
+        "llm.input_messages.0.message.contents.1.message_content.text": "rain",
+        "llm.input_messages.0.message.tool_call_id": "c1",
+    }
+    record = normalise.call_record(span(attributes), {}, count=fixed_tokens)
+    assert [(item.kind, item.role) for item in record.items] == [("tool_result", "tool")]
 
 
 def test_legacy_openllmetry_prompts_with_anthropic_blocks():

@@ -84,7 +84,10 @@ def test_decompress_stops_when_grow_refuses():
         otlp.decompress(gzip.compress(b"x" * 100), "gzip", limit=1000, grow=grow)
 
 
-@pytest.mark.parametrize("body", [b"", gzip.compress(b"abc")[:-3], gzip.compress(b"abc") + b"\x1f"])
+# mtime=0: the same bytes, and so the same test ids, in every pytest-xdist worker.
+@pytest.mark.parametrize(
+    "body", [b"", gzip.compress(b"abc", mtime=0)[:-3], gzip.compress(b"abc", mtime=0) + b"\x1f"]
+)
 def test_decompress_rejects_empty_and_truncated_gzip(body):
     with pytest.raises(otlp.BadRequest, match="truncated"):
         otlp.decompress(body, "gzip", limit=100)
@@ -201,6 +204,31 @@ def test_log_records_read_the_event_name_from_the_old_attribute():
     [(_, row)] = list(otlp.log_records(request))
     assert row["event_name"] == "gen_ai.user.message"
     assert row["body"] == "record 1"
+
+
+def _timed_record(time: int, observed: int, stamp: str | None):
+    request = factories.logs_request(records=1)
+    record = request.resource_logs[0].scope_logs[0].log_records[0]
+    record.time_unix_nano, record.observed_time_unix_nano = time, observed
+    if stamp is not None:
+        attribute = record.attributes.add(key="event.timestamp")
+        attribute.value.string_value = stamp
+    [(_, row)] = list(otlp.log_records(request))
+    return row
+
+
+def test_a_log_record_without_a_time_takes_its_observed_time_then_its_event_timestamp():
+    """Codex CLI's records carry a time of 0 (issue 33): observed time, then event.timestamp."""
+    stamp = "2026-12-01T09:03:58.339Z"
+    at = 1_796_115_838_339_000_000
+    assert _timed_record(5, 7, stamp)["time_unix_nano"] == 5
+    assert _timed_record(0, at + 653_064, stamp)["time_unix_nano"] == at + 653_064
+    row = _timed_record(0, 0, stamp)
+    assert (row["time_unix_nano"], row["observed_time_unix_nano"]) == (at, 0)
+    assert _timed_record(0, 0, "2026-12-01T09:03:58.339+00:00")["time_unix_nano"] == at
+    assert _timed_record(0, 0, "not a time")["time_unix_nano"] == 0
+    assert _timed_record(0, 0, "1969-12-31T23:59:59Z")["time_unix_nano"] == 0
+    assert _timed_record(0, 0, None)["time_unix_nano"] == 0
 
 
 def test_export_response_is_empty_on_full_success():

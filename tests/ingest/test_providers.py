@@ -41,9 +41,11 @@ def every_recorded_call():
 
 def test_every_row_names_its_recording_or_is_a_rule_from_the_sources():
     for row in providers.INSTRUMENTATIONS:
-        assert row.scenario or row.since or row.before or row.input_excludes_cache, row.label
+        assert row.scenario or row.recording or row.since or row.before or row.input_excludes_cache, row.label
         if row.scenario:
             assert (FIXTURES / f"{row.scenario}.json").exists(), row.scenario
+        if row.recording:
+            assert (FIXTURES.parent / "recordings" / f"{row.recording}.json").exists(), row.recording
         assert row.family in {family.name for family in families.FAMILIES}, row.family
 
 

@@ -10,6 +10,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import re2
 from django.apps import apps
 from django.db import connection
 from google.protobuf import json_format
@@ -19,7 +20,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 
-from ingest import otlp
+from ingest import otlp, redact
 from ingest.keys import create_key
 from ingest.models import Call, Content, Project, RawBatch, Span
 from ingest.redact import DEFAULT_PATTERNS, Budget, PatternError, Redactor
@@ -139,6 +140,7 @@ def seconds(function) -> float:
     return time.perf_counter() - started
 
 
+@pytest.mark.timing
 def test_a_pattern_that_backtracks_in_python_masks_in_linear_time():
     redactor = Redactor.from_patterns([("runaway", r"(a+)+$")])
     # Python's re took 3 s on 26 "a"s and a "!", four times more for every 2 more.
@@ -178,6 +180,7 @@ def test_a_stored_pattern_that_cannot_run_masks_every_string_whole():
 RESCANNED = ("a" * 900 + "b" * 124) * 1000
 
 
+@pytest.mark.timing
 def test_a_pattern_that_rescans_the_text_for_every_match_stops_at_the_budget():
     # Each search is linear, but a*c|a looks to the end of the run for a "c" before taking each "a".
     # Whole, 200 000 "a"s would take minutes (40 000: 5.4 s); in windows ~1 s per MB; here 0.05 s.
@@ -214,6 +217,21 @@ def test_the_re2_defaults_mask_everything_the_vetted_python_ones_found(name, pat
     covered = {index for start, end, _ in REDACTOR.spans(text) for index in range(start, end)}
     for match in re.finditer(pattern, text):
         assert set(range(*match.span())) <= covered, (text, match)
+
+
+def test_the_defaults_are_written_as_re2_reads_them():
+    # The settings page shows them under help that says patterns are RE2, with no look-around.
+    for _name, pattern in DEFAULT_PATTERNS:
+        assert not re.search(r"\(\?<?[=!]", pattern), pattern
+        re2.compile(pattern)
+
+
+@pytest.mark.parametrize(
+    "older", [redact._OLD_EMAIL, redact._LOOKBEHIND_EMAIL], ids=["word-bound", "look-behind"]
+)
+def test_an_email_pattern_of_an_older_default_still_masks_each_address(older):
+    redactor = Redactor.from_patterns([("email", older)])
+    assert redactor.mask(f"mail {EMAIL} now") == "mail [REDACTED:email] now"
 
 
 def test_a_long_string_is_masked_window_by_window_and_a_match_across_a_cut_to_the_end():
@@ -268,6 +286,7 @@ def string_attribute_request(value: str) -> bytes:
     return request.SerializeToString()
 
 
+@pytest.mark.timing
 @live
 def test_a_pattern_that_froze_the_web_processes_is_answered_at_once(worker, live_server, client):
     # Any user may create a project and so become its admin (README: who may create projects).

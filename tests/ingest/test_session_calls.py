@@ -199,3 +199,20 @@ def test_a_claude_code_subagents_cost_prices_its_one_hour_writes_at_the_one_hour
     assert total["cost_usd"] == round(by_call, 6)
     at_five_minutes = by_call - 950 * (price.cache_write_1h - price.cache_write_5m) / 1e6
     assert total["cost_usd"] > round(at_five_minutes, 6)  # what the agent cost read before
+
+
+@pytest.mark.django_db
+def test_codex_calls_are_numbered_in_the_order_of_their_requests_at_their_real_time(post_all):
+    """Codex's log records carry a time of 0 (issue 33): the observed time orders and dates its calls."""
+    post_all("codex", "as-recorded")
+    run = Run.objects.get()
+    requests = view.model_requests(view.load("codex"))
+    calls = list(run.calls.order_by("seq"))
+    assert [call.seq for call in calls] == [1, 2, 3]
+    assert [(call.prompt_total, call.output) for call in calls] == [
+        (request["usage"]["input_tokens"], request["usage"]["output_tokens"]) for request in requests
+    ]
+    assert [call.turn for call in calls] == [1, 1, 2]
+    assert all(call.started_at.year >= 2026 for call in calls)
+    assert run.started_at.year >= 2026 and run.started_at == calls[0].started_at
+    assert [call.start_ns for call in calls] == sorted(call.start_ns for call in calls)

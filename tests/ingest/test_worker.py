@@ -84,7 +84,9 @@ def test_a_worker_keeps_its_database_connection_from_task_to_task(worker, live_s
         services.wait_for(all_done(batch), 30, f"the worker to process batch {batch}")
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT pid, backend_start FROM pg_stat_activity WHERE application_name = %s",
+                # This database's: another pytest-xdist worker's Celery worker has the same name.
+                "SELECT pid, backend_start FROM pg_stat_activity"
+                " WHERE application_name = %s AND datname = current_database()",
                 ["ctxview-test-worker"],
             )
             backends.append(cursor.fetchall())

@@ -44,4 +44,5 @@ class Command(BaseCommand):
         while not stop.wait(1):
             pass
         self.stdout.write("stopping: finishing the requests in flight")
+        self.stdout.flush()  # said now, not when the process ends: finishing may take the grace period
         server.stop(GRACE_SECONDS)
