@@ -109,6 +109,24 @@ EXPECTED: dict[str, Outcome] = {
         ),
         cache_breaks=frozenset({3}),
     ),
+    # Two user turns; in each the lead (calls 0, 2 / 3, 5) runs the researcher (call 1 / 4) from its tool.
+    # Each researcher run is a new invocation of the same agent (a new conversation id): its call 4 is
+    # the first of a new chain, not a break against call 1 (issue 33).
+    "pydantic-ai-researcher-twice": Outcome(
+        sessions=(
+            Session(
+                calls=(0, 1, 2, 3, 4, 5),
+                turns=((0, 1, 2), (3, 4, 5)),
+                agent="lead",
+                invocations=(
+                    Invocation("lead#1", "lead", (0, 2)),
+                    Invocation("researcher#1", "researcher", (1,), "lead#1", "delegation"),
+                    Invocation("lead#2", "lead", (3, 5)),
+                    Invocation("researcher#2", "researcher", (4,), "lead#2", "delegation"),
+                ),
+            ),
+        ),
+    ),
     # The API sends cache_read_input_tokens: 0 / cache_creation_input_tokens: 0; OpenInference leaves
     # them out, but they are known zeros, so uncached is known too.
     "openinference-anthropic-zerocache": Outcome(sessions=_by_trace((0, 1), (2,))),
@@ -139,6 +157,7 @@ DIFFERS_TODAY: dict[str, frozenset[str]] = {
     "openai-agents-as-tool": frozenset(),
     "pydantic-ai-delegation": frozenset(),
     "pydantic-ai-delegation-cachebreak": frozenset(),
+    "pydantic-ai-researcher-twice": frozenset(),
     "openinference-anthropic-zerocache": frozenset(),
     "google-genai": frozenset(),
     "openai-v2-stream": frozenset(),

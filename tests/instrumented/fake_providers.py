@@ -24,12 +24,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import quote
 
 OPENAI_CHAT = "/v1/chat/completions"
 OPENAI_RESPONSES = "/v1/responses"
 ANTHROPIC_MESSAGES = "/v1/messages"
 RESPONSES_ECHOED = ("instructions", "tools", "tool_choice", "parallel_tool_calls", "temperature", "top_p")
 GEMINI_GENERATE = "/v1beta/models/{model}:generateContent"
+BEDROCK_CONVERSE = "/model/{model}/converse"  # the model id as boto3 sends it, percent-encoded
 CREATED = 1_767_225_600  # a fixed "created" timestamp for OpenAI replies
 # output_tokens in a streamed message_start, as the real API sends a small non-zero count there.
 STREAM_START_OUTPUT_TOKENS = 1
@@ -42,6 +44,9 @@ class Reply:
     path: str
     body: dict[str, Any]
     status: int = 200
+    # Streamed: send the first event, then wait for this event to be set before sending the rest (a test
+    # can see the first event arrive while the stream is still open).
+    hold: threading.Event | None = None
 
 
 @dataclass
@@ -169,7 +174,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
                 payload = openai_sse(reply.body, include_usage=include_usage)
-            self._send(reply.status, payload, "text/event-stream; charset=utf-8")
+            self._send(reply.status, payload, "text/event-stream; charset=utf-8", hold=reply.hold)
         else:
             reply_body = reply.body
             if path == OPENAI_RESPONSES and isinstance(body, dict):
@@ -186,12 +191,20 @@ class _Handler(BaseHTTPRequestHandler):
         message = {"error": {"type": "fake_provider_error", "message": error}}
         self._send(500, json.dumps(message).encode(), "application/json")
 
-    def _send(self, status: int, payload: bytes, content_type: str) -> None:
+    def _send(
+        self, status: int, payload: bytes, content_type: str, hold: threading.Event | None = None
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
         self.send_header("request-id", "req_fake")
         self.end_headers()
+        if hold is not None:
+            first, separator, rest = payload.partition(b"\n\n")
+            self.wfile.write(first + separator)
+            self.wfile.flush()
+            hold.wait(30)
+            payload = rest
         self.wfile.write(payload)
 
 
@@ -488,3 +501,36 @@ def gemini_reply(
         "responseId": id,
     }
     return Reply(GEMINI_GENERATE.format(model=model), body)
+
+
+def converse_reply(
+    *,
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    text: str | None = None,
+    tool_calls: list[tuple[str, str, dict]] | None = None,
+) -> Reply:
+    """A Bedrock Runtime ``Converse`` answer: ``inputTokens`` excludes the cache reads and writes, which
+    ``totalTokens`` includes. The fake checks no request signature."""
+    content: list[dict[str, Any]] = [
+        {"toolUse": {"toolUseId": call_id, "name": name, "input": arguments}}
+        for call_id, name, arguments in tool_calls or []
+    ]
+    if text is not None:
+        content.append({"text": text})
+    body = {
+        "output": {"message": {"role": "assistant", "content": content}},
+        "stopReason": "tool_use" if tool_calls else "end_turn",
+        "usage": {
+            "inputTokens": input_tokens,
+            "outputTokens": output_tokens,
+            "totalTokens": input_tokens + cache_read + cache_write + output_tokens,
+            "cacheReadInputTokens": cache_read,
+            "cacheWriteInputTokens": cache_write,
+        },
+        "metrics": {"latencyMs": 5},
+    }
+    return Reply(BEDROCK_CONVERSE.format(model=quote(model, safe="")), body)

@@ -37,10 +37,12 @@ from tests.instrumented.scenarios import (
     GEMINI_MODEL,
     GEMINI_RESPONSE_MODEL,
     INVOICE,
+    LEAD_INSTRUCTIONS,
     OPENAI_MODEL,
     OPENAI_RESPONSE_MODEL,
     ORCHESTRATOR_INSTRUCTIONS,
     PLANNER_INSTRUCTIONS,
+    RESEARCHER_INSTRUCTIONS,
     RESULT_MARKER,
     SCENARIOS,
     SYSTEM_PROMPT,
@@ -231,6 +233,10 @@ def instrument(scenario: Scenario, telemetry: Telemetry) -> None:
         from opentelemetry.instrumentation.openai import OpenAIInstrumentor
 
         OpenAIInstrumentor().instrument(**providers, logger_provider=telemetry.logger_provider)
+    elif scenario.instrumentation == "openinference-llama-index":
+        from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+
+        LlamaIndexInstrumentor().instrument(**providers)
     else:
         raise ValueError(f"unknown instrumentation {scenario.instrumentation!r}")
 
@@ -614,6 +620,67 @@ def drive_pydantic_ai_delegation(scenario: Scenario, fake: fp.FakeProvider, trac
     planner.run_sync(scenario.user_turns[0])
 
 
+def drive_pydantic_ai_researcher_twice(scenario: Scenario, fake: fp.FakeProvider, tracer) -> None:
+    """Two user turns; in each the lead's tool runs the researcher (a new run, so a new invocation)."""
+    from anthropic import AsyncAnthropic
+    from pydantic_ai import Agent, RunContext
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    client = AsyncAnthropic(base_url=fake.anthropic_base_url, api_key="sk-ant-fake-test", max_retries=0)
+    model = AnthropicModel(ANTHROPIC_MODEL, provider=AnthropicProvider(anthropic_client=client))
+    researcher = Agent(model, instructions=RESEARCHER_INSTRUCTIONS, name="researcher")
+    lead = Agent(model, instructions=LEAD_INSTRUCTIONS, name="lead")
+
+    @researcher.tool_plain
+    def search_facts(query: str) -> str:
+        """Search a reference of physical facts."""
+        return "boiling point tables"
+
+    async def ask_researcher(ctx: RunContext[None], question: str) -> str:
+        """Ask the researcher to look a fact up."""
+        result = await researcher.run(question, usage=ctx.usage)
+        return result.output
+
+    ask_researcher.__annotations__ = {"ctx": RunContext[None], "question": str, "return": str}
+    lead.tool(ask_researcher)
+
+    history = None
+    for _number, text, _calls in _turns(scenario):
+        result = lead.run_sync(text, message_history=history)
+        history = result.all_messages()
+
+
+def drive_llama_index_function_agent(scenario: Scenario, fake: fp.FakeProvider, tracer) -> None:
+    """The shared conversation through LlamaIndex's FunctionAgent (it streams every request)."""
+    import asyncio
+
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.workflow import Context
+    from llama_index.llms.openai import OpenAI
+
+    llm = OpenAI(model=OPENAI_MODEL, api_base=fake.openai_base_url, api_key="sk-fake-test", max_retries=0)
+
+    def get_weather(city: str) -> str:
+        """Current weather in a city."""
+        return TOOL_RESULTS["get_weather"]
+
+    def get_time(city: str) -> str:
+        """Current local time in a city."""
+        return TOOL_RESULTS["get_time"]
+
+    agent = FunctionAgent(
+        tools=[get_weather, get_time], llm=llm, system_prompt=SYSTEM_PROMPT, name="travel_agent"
+    )
+
+    async def conversation() -> None:
+        context = Context(agent)
+        for _number, text, _calls in _turns(scenario):
+            await agent.run(text, ctx=context)
+
+    asyncio.run(conversation())
+
+
 DRIVERS = {
     "openai_sdk": drive_openai_sdk,
     "anthropic_sdk": drive_anthropic_sdk,
@@ -624,6 +691,8 @@ DRIVERS = {
     "openai_agents_handoff": drive_openai_agents_handoff,
     "openai_agents_as_tool": drive_openai_agents_as_tool,
     "pydantic_ai_delegation": drive_pydantic_ai_delegation,
+    "pydantic_ai_researcher_twice": drive_pydantic_ai_researcher_twice,
+    "llama_index_function_agent": drive_llama_index_function_agent,
 }
 
 
@@ -688,7 +757,7 @@ def describe(scenario: Scenario, telemetry: Telemetry, fake: fp.FakeProvider, er
     records = telemetry.log_memory.get_finished_logs()
     by_scope: dict[str, list] = {}
     for span in spans:
-        if is_model_call(dict(span.attributes or {})):
+        if is_model_call(dict(span.attributes or {})) and span.name not in scenario.preparing_spans:
             by_scope.setdefault(span.instrumentation_scope.name, []).append(span)
     problems = [f"fake provider: {message}" for message in fake.errors]
     if error:

@@ -43,6 +43,16 @@ def read(client, key) -> dict:
     return runs
 
 
+def post_traces(client, capture, key: str, body: bytes) -> None:
+    """POST OTLP/JSON traces with ``key``, running what the receiver enqueues on commit (``capture``:
+    pytest-django's django_capture_on_commit_callbacks)."""
+    with capture(execute=True):
+        response = client.post(
+            "/v1/traces", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key}"
+        )
+    assert response.status_code == 200, response.content
+
+
 def by_span(runs: dict) -> dict[str, dict]:
     return {call["span_id"]: call for run in runs.values() for call in run["calls"]}
 
@@ -218,6 +228,75 @@ def fixture_batches(name: str, order: str) -> tuple[list[dict], list[bytes]]:
     return document["description"]["calls"], requests
 
 
+@pytest.mark.parametrize("name", AGENT_SCENARIOS)
+def test_exactly_the_genuine_cache_breaks_of_the_recordings(
+    client, alice, django_capture_on_commit_callbacks, name
+):
+    """The checked-in recordings through the receiver, the store and the read API (no subprocess)."""
+    _project, key = factories.project_with_key("recorded", owner=alice)
+    described, requests = fixture_batches(name, "recorded")
+    for body in requests:
+        post_traces(client, django_capture_on_commit_callbacks, key, body)
+    runs = read(client, key)
+    check_sessions(name, described, runs)
+    check_breaks(name, described, runs)
+
+
+def test_one_user_message_handed_off_between_unlinked_top_level_agents_is_one_turn(
+    client, alice, django_capture_on_commit_callbacks
+):
+    """Issue 33: the openai-agents handoff recording with the handoff's link (``graph.node.parent_id``)
+    taken out, as frameworks that mark their agents otherwise send it: two top-level agents, one user
+    message. The switch of agent is no new turn (it was: 2 turns); the cache is still per agent. Both agents
+    run in one ``Agent workflow`` span, which serves one request: the second is handed the work by the
+    first even without the link."""
+    document = json.loads((FIXTURES / "openai-agents-handoff.json").read_text())
+    for resource in document["traces"]["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            for span in scope["spans"]:
+                span["attributes"] = [
+                    entry for entry in span["attributes"] if entry["key"] != "graph.node.parent_id"
+                ]
+    _project, key = factories.project_with_key("unlinked", owner=alice)
+    post_traces(client, django_capture_on_commit_callbacks, key, json.dumps(document["traces"]).encode())
+    runs = read(client, key)
+    assert len(runs) == 1
+    (run,) = runs.values()
+    calls = sorted(run["calls"], key=lambda call: call["seq"])
+    assert [call["agent"] for call in calls] == ["triage_agent"] * 2 + ["billing_agent"] * 2
+    entered = sorted(run["detail"]["invocations"], key=lambda entry: entry["seqs"])
+    assert [(entry["agent"], entry["entered"]) for entry in entered] == [
+        ("triage_agent", "root"),
+        ("billing_agent", "handoff"),
+    ]
+    assert [call["turn"] for call in calls] == [1, 1, 1, 1]
+    assert (run["detail"]["calls"], run["detail"]["turns"]) == (4, 1)
+    assert not any(call["cache"]["broke"] for call in calls)
+
+
+def test_a_span_that_only_prepares_a_request_is_no_call(client, alice, django_capture_on_commit_callbacks):
+    """Issue 33: LlamaIndex's FunctionAgent (OpenInference) emits an LLM-kind span that prepares each
+    request (``OpenAI._prepare_chat_with_tools``: no messages, no usage, no response) before the request's
+    own span. Only the requests are calls: 3, not 6, and no break between a preparation and its request."""
+    document = json.loads((FIXTURES / "openinference-llama-index-agent.json").read_text())
+    described = document["description"]["calls"]
+    _project, key = factories.project_with_key("llama", owner=alice)
+    post_traces(client, django_capture_on_commit_callbacks, key, json.dumps(document["traces"]).encode())
+    runs = read(client, key)
+    calls = sorted(
+        (call for run in runs.values() for call in run["calls"]), key=lambda call: call["started_at"]
+    )
+    assert [call["span_id"] for call in calls] == [call["span"]["span_id"] for call in described]
+    assert [call["name"] for call in calls] == ["OpenAI.astream_chat"] * 3
+    assert not any(call["cache"]["broke"] for call in calls)
+    findings = [finding for run in runs.values() for finding in run["findings"]]
+    assert [
+        finding
+        for finding in findings
+        if finding["type"] in BREAK_TYPES and finding["cause"] != "below_minimum"
+    ] == []
+
+
 def check_panel(client, user, runs: dict) -> None:
     """The run overview's Agents panel: well-formed, each agent, each boundary with its packet."""
     client.force_login(user)
@@ -281,11 +360,7 @@ def test_arrival_order_does_not_change_the_sessions(client, alice, django_captur
         _project, key = factories.project_with_key(f"order-{order}", owner=alice)
         described, requests = fixture_batches(name, order)
         for body in requests:
-            with django_capture_on_commit_callbacks(execute=True):
-                response = client.post(
-                    "/v1/traces", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key}"
-                )
-            assert response.status_code == 200, response.content
+            post_traces(client, django_capture_on_commit_callbacks, key, body)
         runs = read(client, key)
         check_sessions(name, described, runs)
         views[order] = sessions_view(runs)

@@ -37,13 +37,6 @@ def post(client, key: str, body: bytes) -> None:
     assert response.status_code == 200, response.content
 
 
-def idle() -> bool:
-    active = celery_app.control.inspect(timeout=1).active() or {}
-    with celery_app.connection_for_write() as connection:
-        queued = connection.default_channel.client.llen("celery")
-    return queued == 0 and not any(active.values())
-
-
 def test_two_workers_end_with_the_sessions_of_one_ordered_pass(two_workers, client):
     concurrent, reference = {}, {}
     for name in AGENT_SCENARIOS:
@@ -56,7 +49,7 @@ def test_two_workers_end_with_the_sessions_of_one_ordered_pass(two_workers, clie
     def finished() -> bool:
         projects = [project for project, _ in concurrent.values()]
         pending = RawBatch.objects.filter(project__in=projects).exclude(status=RawBatch.Status.DONE).exists()
-        return not pending and idle()
+        return not pending and services.workers_idle()
 
     services.wait_for(finished, 240, "the workers to process and analyse every batch", interval=0.5)
     logs = [worker.log_path.read_text(errors="replace")[worker.log_start :] for worker in two_workers]

@@ -8,7 +8,7 @@ import pytest
 
 from tests.instrumented import expected_agents
 from tests.instrumented.expected import expected_usage
-from tests.instrumented.scenarios import SCENARIOS, run_scenario
+from tests.instrumented.scenarios import LIVE_SCENARIOS, run_scenario
 from tests.instrumented.test_instrumented import require_packages
 
 
@@ -18,7 +18,7 @@ def api(client, key, path):
     return response.json()
 
 
-@pytest.mark.parametrize("name", [name for name in SCENARIOS if name not in expected_agents.EXPECTED])
+@pytest.mark.parametrize("name", [name for name in LIVE_SCENARIOS if name not in expected_agents.EXPECTED])
 def test_calls_turns_and_usage_through_the_read_api(live_server, client, project, key, name):
     require_packages(name)
     result = run_scenario(name, live_server.url, key)
