@@ -1,0 +1,118 @@
+"""The recording proxy's command line (``python -m ctxview.proxy``, ``ctxview proxy``). No Django here.
+
+    python -m ctxview.proxy --listen 127.0.0.1:8788 --send-to http://127.0.0.1:8000 --key cvk_... \\
+        [--upstream anthropic=URL] [--upstream openai=URL] [--upstream gemini=URL] [--spool DIR]
+
+Clients then use http://127.0.0.1:8788/anthropic, http://127.0.0.1:8788/openai/v1 and
+http://127.0.0.1:8788/gemini as their base URLs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+
+from aiohttp import web
+
+from ctxview.proxy import runs, server, spool
+from ctxview.proxy.export import Recorder, Sender
+
+logger = logging.getLogger("ctxview.proxy")
+
+DEFAULT_LISTEN = "127.0.0.1:8788"
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"--listen takes HOST:PORT, not {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _upstream(value: str) -> tuple[str, str]:
+    name, _, url = value.partition("=")
+    if name not in server.DEFAULT_UPSTREAMS or not url.startswith(("http://", "https://")):
+        names = ", ".join(server.DEFAULT_UPSTREAMS)
+        raise argparse.ArgumentTypeError(f"--upstream takes NAME=URL with NAME one of {names}, not {value!r}")
+    return name, url
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ctxview proxy",
+        description="Forward model calls to their provider unchanged, and record each one in ctxview.",
+    )
+    parser.add_argument(
+        "--listen",
+        type=_listen,
+        default=_listen(DEFAULT_LISTEN),
+        help=f"HOST:PORT (default {DEFAULT_LISTEN})",
+    )
+    parser.add_argument("--send-to", required=True, help="the ctxview server, e.g. http://127.0.0.1:8000")
+    parser.add_argument(
+        "--key",
+        default=os.environ.get("CTXVIEW_INGEST_KEY", ""),
+        help="the project's ingest key (default: $CTXVIEW_INGEST_KEY)",
+    )
+    parser.add_argument(
+        "--upstream",
+        type=_upstream,
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="replace a provider's public URL (anthropic, openai, gemini); repeatable",
+    )
+    parser.add_argument(
+        "--spool", type=Path, default=None, help=f"the on-disk queue (default {spool.default_directory()})"
+    )
+    parser.add_argument(
+        "--spool-max-calls", type=int, default=spool.MAX_SPANS, help="oldest dropped beyond this many"
+    )
+    parser.add_argument(
+        "--spool-max-mb", type=int, default=spool.MAX_BYTES // 2**20, help="or beyond this size"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parser().parse_args(argv)
+    if not options.key:
+        parser().error("--key (or $CTXVIEW_INGEST_KEY) is required: the project's ingest key")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s ctxview-proxy %(levelname)s %(message)s")
+    directory = options.spool or spool.default_directory()
+    queue = spool.Spool(directory, options.spool_max_calls, options.spool_max_mb * 2**20)
+    recorder = Recorder(queue, Sender(queue, options.send_to, options.key))
+    proxy = server.Proxy(dict(options.upstream), recorder.submit, runs.load_salt(directory))
+    host, port = options.listen
+    recorder.start()
+    try:
+        asyncio.run(_serve(proxy, host, port, options.send_to, directory, len(queue)))
+    finally:
+        recorder.stop()
+    return 0
+
+
+async def _serve(
+    proxy: server.Proxy, host: str, port: int, send_to: str, directory: Path, spooled: int
+) -> None:
+    runner = web.AppRunner(proxy.app(), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    logger.info(
+        "listening on http://%s:%d (/anthropic, /openai/v1, /gemini), recording to %s, spool %s (%d waiting)",
+        host,
+        port,
+        send_to,
+        directory,
+        spooled,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    await runner.cleanup()
