@@ -5,6 +5,7 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest
 
 from ctxview.models import OutboundGrant
+from ctxview.tokens import is_token
 from ingest.keys import key_from_request, project_for_key
 from ingest.models import Call, Membership, Project, Run
 
@@ -69,9 +70,17 @@ class NotAuthenticated(Exception):
     pass
 
 
-def api_projects(request: HttpRequest) -> QuerySet[Project]:
-    """Projects an API request may read: the key's project, or the logged-in user's projects."""
+def ingest_key(request: HttpRequest) -> str | None:
+    """The ingest key the request carries, or None; a personal API token (``cvt_…``) is no ingest key: its
+    user is ``request.user`` (``ctxview.tokens.ApiTokenMiddleware``)."""
     key = key_from_request(request)
+    return None if key is None or is_token(key) else key
+
+
+def api_projects(request: HttpRequest) -> QuerySet[Project]:
+    """Projects an API request may read: the key's project, or the projects of the user (logged in, or
+    the user of a personal API token)."""
+    key = ingest_key(request)
     if key is not None:
         project = project_for_key(key)
         if project is None:

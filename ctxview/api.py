@@ -4,21 +4,22 @@ one-line message; another project's data is a 404."""
 import json
 import re
 from datetime import UTC, datetime, timedelta
-from functools import wraps
 from pathlib import Path
 
 from django.db.models import QuerySet
 from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
 from ctxcore import analysis, catalogue
-from ctxview.access import NotAuthenticated, api_projects
+from ctxview.api_common import api_view, error, get_run, int_query
 from ctxview.panels import agents as agents_panel
-from ctxview.params import BadParameter, int_param, time_param
+from ctxview.params import BadParameter, time_param
 from ctxview.queries import agent_groups, agent_rows, context_edits, finding_counts, manifests, prices_of
 from ctxview.search import search_runs
 from ctxview.shapes.runs import search_terms
+from ingest import export_format
 from ingest.models import Call, Content, Project, Run, Span
 
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -41,33 +42,6 @@ def _with_catalogue_enums(document: dict) -> dict:
 
 
 OPENAPI = _with_catalogue_enums(json.loads((Path(__file__).parent / "openapi.json").read_text()))
-
-
-def error(message: str, status: int) -> JsonResponse:
-    return JsonResponse({"error": message}, status=status)
-
-
-def api_view(view):
-    """GET only; resolve the caller's projects (401 without credentials); bad parameters are a 400."""
-
-    @require_GET
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs) -> JsonResponse:
-        try:
-            projects = api_projects(request)
-        except NotAuthenticated as exc:
-            return error(str(exc), 401)
-        try:
-            return view(request, projects, *args, **kwargs)
-        except BadParameter as exc:
-            return error(str(exc), 400)
-
-    return wrapper
-
-
-def int_query(request: HttpRequest, name: str, default: int, minimum: int, maximum: int) -> int:
-    """A whole number of the query string (present but empty is no number: a 400)."""
-    return int_param(request.GET, name, default, minimum, maximum, blank_is_default=False)
 
 
 def _next_url(request: HttpRequest, **params) -> str:
@@ -163,10 +137,6 @@ def _decode_cursor(cursor: str) -> tuple[datetime, int]:
         return _EPOCH + timedelta(microseconds=micros), run_id
     except OverflowError:  # beyond year 9999: after every run
         return datetime.max.replace(tzinfo=UTC), run_id
-
-
-def get_run(projects: QuerySet[Project], run_id: int) -> Run | None:
-    return _runs(projects).filter(id=run_id).first()
 
 
 @api_view
@@ -268,11 +238,18 @@ def trace_spans(request: HttpRequest, projects: QuerySet[Project], trace_id: str
     return JsonResponse({"trace_id": trace_id, "spans": rows})
 
 
-@require_GET
+@csrf_exempt  # it writes nothing: a POST to a wrong path is told the path is wrong, not about CSRF
 def not_found(request: HttpRequest, rest: str) -> JsonResponse:
-    """Any other path under /api/: a JSON 404 (API clients parse the body), not the HTML page."""
+    """Any other path under /api/, by any method: a JSON 404 (API clients parse the body), not an HTML
+    page (Django's 405, or its CSRF 403 for a POST)."""
     return error("no such API endpoint; the endpoints are listed in /api/v1/openapi.json", 404)
 
 
 def openapi(request: HttpRequest) -> JsonResponse:
     return JsonResponse(OPENAPI)
+
+
+@require_GET
+def run_export_schema(request: HttpRequest) -> JsonResponse:
+    """The JSON Schema of a run export: what an import accepts (public, as the OpenAPI document is)."""
+    return JsonResponse(export_format.schema())

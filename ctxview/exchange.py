@@ -1,6 +1,7 @@
 """Export a run as one JSON document, and import such a document into a project.
 
-The document (format "ctxview.run-export", version 1; schema: schemas/run-export-v1.schema.json) holds the
+The document (format "ctxview.run-export", version 1; schema: schemas/run-export-v1.schema.json, checked
+by ``ingest.export_format`` before an import writes anything) holds the
 run, its calls with usage and manifests, the content of their items (unless the project is hash-only),
 the findings and accounting as they were, and the notes, labels and bookmarks. An import recreates the
 run and its calls as exported (through ``ingest.imports``) and a task analyses them again, so the target
@@ -9,16 +10,19 @@ shows the same screens and findings.
 
 import csv
 import io
-from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
+from ctxcore.analysis import accounting
+from ctxcore.analysis.limits import one_hour_tokens
+from ctxcore.vocabulary import Usage
+from ctxview import queries
 from ctxview.models import Bookmark, Label, Note, NoteRevision
 from ctxview.untrusted import csv_cell
 from ingest import imports
-from ingest.imports import FORMAT, VERSION, AlreadyImported, ImportError_, require
+from ingest.export_format import FORMAT, VERSION, moment
+from ingest.imports import AlreadyImported, ImportError_
 from ingest.models import Call, Content, Project, Run
 
 __all__ = ["FORMAT", "VERSION", "AlreadyImported", "ImportError_", "export_run", "import_run", "calls_csv"]
@@ -60,23 +64,12 @@ def _exported_note(note: dict) -> dict:
     return {name: note[name] for name in NOTE_FIELDS}
 
 
-def _time(value, where: str) -> datetime:
-    parsed = parse_datetime(value) if isinstance(value, str) else None
-    require(parsed is not None, f"{where} must be an ISO 8601 date and time")
-    return parsed
-
-
 def import_run(project: Project, document: dict, user=None) -> Run:
     """Create the exported run in ``project`` through the write side (its key gets a suffix if taken), with
     its notes, labels and bookmarks, in one transaction; its analysis is enqueued when that commits."""
-    try:
-        with transaction.atomic():
-            run, calls = imports.store_run(project, document)
-            _import_review(project, run, calls, document, user)
-    except (KeyError, TypeError, ValueError) as exc:
-        if isinstance(exc, ImportError_):
-            raise
-        raise ImportError_(f"the document is malformed: {exc!r}") from None
+    with transaction.atomic():
+        run, calls = imports.store_run(project, document)
+        _import_review(project, run, calls, document, user)
     return run
 
 
@@ -90,31 +83,22 @@ def _import_review(project: Project, run: Run, calls: list[Call], document: dict
             item_id=entry.get("item_id") or "",
             author=user,
             body=f"{entry['body']}\n\n(imported; written by {entry.get('author') or 'unknown'})",
-            created_at=_time(entry["created_at"], "notes[].created_at"),
-            updated_at=_time(entry.get("updated_at") or entry["created_at"], "notes[].updated_at"),
+            created_at=moment(entry["created_at"]),
+            updated_at=moment(entry.get("updated_at") or entry["created_at"]),
         )
         NoteRevision.objects.bulk_create(
             [
-                NoteRevision(
-                    note=note, body=revision["body"], edited_at=_time(revision["edited_at"], "edited_at")
-                )
+                NoteRevision(note=note, body=revision["body"], edited_at=moment(revision["edited_at"]))
                 for revision in entry.get("revisions", [])
             ]
         )
     labels = document.get("labels", [])
-    for label in labels:
-        link = label.get("link") or ""
-        # As the label API: an export from elsewhere must not bring a javascript: link.
-        require(
-            isinstance(link, str) and (not link or link.startswith(("http://", "https://"))),
-            "labels[].link must be an http(s) URL",
-        )
     Label.objects.bulk_create(
         [
             Label(
                 project=project,
                 run=run,
-                name=str(label["name"])[:64],
+                name=label["name"].lower(),  # as the label API stores it
                 link=(label.get("link") or "")[:500],
                 created_by=user,
             )
@@ -133,7 +117,9 @@ def _import_review(project: Project, run: Run, calls: list[Call], document: dict
 
 
 def calls_csv(run: Run) -> str:
-    """The run's calls with usage, one row per call, for spreadsheets."""
+    """The run's calls with usage and cost, one row per call, for spreadsheets. ``cost_usd`` is the call
+    as billed at the project's prices (empty when unknown), ``cost_basis`` says why it is what it is."""
+    price_of = queries.prices_of(run.project)
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(
@@ -144,6 +130,8 @@ def calls_csv(run: Run) -> str:
             "model",
             "provider",
             *USAGE_FIELDS,
+            "cost_usd",
+            "cost_basis",
             "items",
             "content_captured",
             "cache_cause",
@@ -162,6 +150,7 @@ def calls_csv(run: Run) -> str:
             call.model,
             call.provider,
             *("" if getattr(call, name) is None else getattr(call, name) for name in USAGE_FIELDS),
+            *_cost_cells(call, price_of(call.model)),
             len(call.items),
             call.content_captured,
             cache.get("cause") or "",
@@ -171,3 +160,16 @@ def calls_csv(run: Run) -> str:
         ]
         writer.writerow([csv_cell(cell) for cell in row])
     return out.getvalue()
+
+
+def _cost_cells(call: Call, price) -> tuple[str | float, str]:
+    """The call's cost as billed, and its basis: the price used, or why there is no figure."""
+    if price is None:
+        return "", f"no price for {call.model or 'an unnamed model'}"
+    usage = Usage.from_dict(call.usage_dict())
+    cost = accounting.usage_cost(usage, one_hour_tokens(call.usage_raw), price)
+    if cost is None:
+        figures = ("uncached", "cache_write", "cache_read", "output")
+        missing = [name for name in figures if getattr(usage, name) is None]
+        return "", f"{', '.join(missing)} not reported"
+    return round(cost[0], 6), f"{call.model} at the project's prices"

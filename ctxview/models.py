@@ -1,4 +1,5 @@
-"""What people add while reviewing: notes, labels and bookmarks. (The trace data lives in ingest.)"""
+"""What people add while reviewing (notes, labels, bookmarks), and the monitors with their alerts. (The trace
+data lives in ingest.)"""
 
 from django.conf import settings
 from django.db import models
@@ -172,4 +173,172 @@ class ReaskEndpoint(models.Model):
             "base_url": self.base_url,
             "model": self.model,
             "key": self.masked_key,
+        }
+
+
+class ApiToken(models.Model):
+    """A user's personal API token (``cvt_<token_id>_<secret>``, ``ctxview.tokens``): the JSON API as that
+    user, reads and writes (only reads when ``read_only``). Only its SHA-256 is stored; the token itself is
+    shown once, at creation."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True)
+    token_id = models.CharField(max_length=16, unique=True)  # public part, used to find the row
+    token_hash = models.CharField(max_length=64)
+    read_only = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    def revoke(self) -> None:
+        if self.revoked_at is None:
+            self.revoked_at = timezone.now()
+            self.save(update_fields=["revoked_at"])
+
+
+class Monitor(models.Model):
+    """A project's watch over its roll-ups (``ingest.rollups``), evaluated every minute
+    (``ctxview.monitors``): ok until its condition holds, then firing for one episode until it clears.
+
+    ``channels``: ``[{"type": "webhook" | "slack" | "email", "url" | "to", "sealed_secret", "hint"}]``; a
+    webhook's signing secret and a Slack URL (the URL is the credential) are stored sealed
+    (``ctxview.sealing``) and never shown again."""
+
+    class Kind(models.TextChoices):
+        CACHE_BREAK_CAUSE = "cache_break_cause"
+        HIT_RATE_DROP = "hit_rate_drop"
+        COST_SPIKE = "cost_spike"
+        FINDING_TYPE = "finding_type"
+        WINDOW_SIZE = "window_size"
+
+    class State(models.TextChoices):
+        OK = "ok"
+        FIRING = "firing"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="monitors")
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=24, choices=Kind.choices)
+    params = models.JSONField(default=dict)
+    # The scope: blank is any.
+    service = models.CharField(max_length=200, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    label = models.CharField(max_length=64, blank=True)
+    agent = models.CharField(max_length=200, blank=True)
+    channels = models.JSONField(default=list)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.OK)
+    muted_until = models.DateTimeField(null=True, blank=True)
+    cooldown_minutes = models.PositiveIntegerField(default=10)
+    # The first sightings (ingest.rollups.FirstSeen) up to this id have been looked at.
+    seen_cursor = models.BigIntegerField(default=0)
+    evaluated_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="monitor_unique_name")]
+        indexes = [models.Index(fields=["project", "state"], name="monitor_project_state")]
+
+    def scope(self) -> dict:
+        return {
+            name: getattr(self, name)
+            for name in ("service", "model", "label", "agent")
+            if getattr(self, name)
+        }
+
+    def muted(self, now) -> bool:
+        return self.muted_until is not None and self.muted_until > now
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "project": self.project.slug,
+            "name": self.name,
+            "kind": self.kind,
+            "params": self.params,
+            "scope": self.scope(),
+            "channels": [
+                {
+                    key: value
+                    for key, value in channel.items()
+                    if key != "sealed_secret" and key != "sealed_url"
+                }
+                for channel in self.channels
+            ],
+            "state": self.state,
+            "muted_until": self.muted_until.isoformat() if self.muted_until else None,
+            "cooldown_minutes": self.cooldown_minutes,
+            "created_at": self.created_at.isoformat(),
+            "evaluated_at": self.evaluated_at.isoformat() if self.evaluated_at else None,
+        }
+
+
+class AlertEpisode(models.Model):
+    """One stretch of a monitor firing, from the tick that saw its condition to the one that saw it clear;
+    ``cause`` names what set it off (a cause of cache breaks, its item and first call), ``evidence`` the
+    figures since (calls, tokens, cost so far), brought up to date at every tick while it fires."""
+
+    monitor = models.ForeignKey(Monitor, on_delete=models.CASCADE, related_name="episodes")
+    started_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    test = models.BooleanField(default=False)  # a test-fire: resolved as it is sent
+    muted = models.BooleanField(default=False)  # began while the monitor was muted: nothing was sent
+    cause = models.JSONField(default=dict)
+    evidence = models.JSONField(default=dict)
+
+    class Meta:
+        indexes = [models.Index(fields=["monitor", "-started_at"], name="episode_monitor_started")]
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "monitor": {"id": self.monitor_id, "name": self.monitor.name, "kind": self.monitor.kind},
+            "state": "resolved" if self.resolved_at else "firing",
+            "started_at": self.started_at.isoformat(),
+            "resolved_at": self.resolved_at.isoformat() if self.resolved_at else None,
+            "test": self.test,
+            "muted": self.muted,
+            "cause": self.cause,
+            "evidence": self.evidence,
+            "deliveries": [delivery.to_dict() for delivery in self.deliveries.all()],
+        }
+
+
+class Delivery(models.Model):
+    """One notification of an episode (firing or resolved) to one channel, and its attempts."""
+
+    class State(models.TextChoices):
+        FIRING = "firing"
+        RESOLVED = "resolved"
+
+    episode = models.ForeignKey(AlertEpisode, on_delete=models.CASCADE, related_name="deliveries")
+    channel = models.PositiveSmallIntegerField()  # its index in the monitor's channels
+    channel_type = models.CharField(max_length=8)
+    state = models.CharField(max_length=8, choices=State.choices)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)  # null: sent, or given up
+    sent_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["episode", "channel", "state"], name="delivery_unique"),
+        ]
+        indexes = [models.Index(fields=["next_attempt_at"], name="delivery_due")]
+
+    def to_dict(self) -> dict:
+        return {
+            "channel": self.channel,
+            "type": self.channel_type,
+            "state": self.state,
+            "attempts": self.attempts,
+            "sent_at": self.sent_at.isoformat() if self.sent_at else None,
+            "last_error": self.last_error or None,
+            "pending": self.next_attempt_at is not None,
         }

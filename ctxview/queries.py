@@ -449,3 +449,12 @@ def prices_of(project: Project):
 
     table = config_for(project).prices
     return lambda model: price_for(model, table)
+
+
+def most_recently_active(projects: QuerySet[Project]) -> Project | None:
+    """Of ``projects``, the one whose latest run was updated last (one without runs only if none has any)."""
+    return (
+        projects.annotate(active_at=Max("runs__updated_at"))
+        .order_by(F("active_at").desc(nulls_last=True), "slug")
+        .first()
+    )

@@ -37,6 +37,7 @@ from ctxcore.replay.policies import Slot, is_replayed
 from ctxcore.replay.probes import MAX_PROBE_LENGTH, PROBE_KINDS, normalise
 from ctxcore.vocabulary import ItemReader
 from ctxview.models import Probe as ProbeRow
+from ctxview.shapes import words
 from ctxview.throttle import rate_wait
 from ingest.analyse import CALL_INPUT_FIELDS, call_input, config_for
 from ingest.models import Content, Run
@@ -308,7 +309,7 @@ def _partial(searched: Searched, result: dict) -> list[str]:
     if searched.out_of_time:
         notes.append(
             f"the probe search ran out of its {PROBE_SEARCH_SECONDS:g} s budget: "
-            f"{len(searched.out_of_time)} probe(s) unknown"
+            f"{words.counted(len(searched.out_of_time), 'probe')} unknown"
         )
     if result["partial"]:
         notes.append(

@@ -6,29 +6,33 @@ read the run). ``/api/v1/runs/{id}/probes``: the run's probes (GET), a new one (
 removed (DELETE ``?id=``, editors).
 """
 
-from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from ctxcore.replay import DEFAULT_POLICIES, BadPolicy, TooMuchWork, parse_list
 from ctxcore.replay.reask import ReaskError
 from ctxcore.replay.simulate import query_call
+from ctxview import writes
 from ctxview.access import key_from_request
-from ctxview.api import api_view, error, get_run, int_query
-from ctxview.models import Probe
+from ctxview.api_common import (
+    api_view,
+    error,
+    get_run,
+    int_query,
+    json_body,
+    readable_run,
+    require_role,
+    review_view,
+)
 from ctxview.params import BadParameter
 from ctxview.reask import endpoint_for, question_from, reask_replay
 from ctxview.replay import (
-    MAX_PROBES,
-    ProbeError,
     TooManyReplays,
-    clean_probe,
     replay_run,
     run_calls,
     run_probes,
     run_turns,
 )
-from ctxview.review_api import json_body, readable_run, require_role, review_view
 from ctxview.writes import Refused, form_int
 from ingest.models import Membership, Project
 
@@ -142,23 +146,8 @@ def run_probes_view(request: HttpRequest, run_id: int) -> HttpResponse:
         probe_id = form_int(request.GET.get("id") or "")
         if not isinstance(probe_id, int):
             raise Refused("id must be the number of a probe of this run", 400)
-        deleted, _ = Probe.objects.filter(run=run, id=probe_id).delete()
-        if not deleted:
-            raise Refused("no such probe on this run", 404)
+        writes.remove_probe(run, probe_id)
         return HttpResponse(status=204)
     data = json_body(request, limit=10_000)
-    # The cap before the pattern is compiled: a full run costs no compile at all.
-    if Probe.objects.filter(run=run).count() >= MAX_PROBES:
-        raise Refused(f"a run has at most {MAX_PROBES} probes", 400)
-    try:
-        kind, value = clean_probe(data.get("kind"), data.get("value"))
-    except ProbeError as exc:
-        raise Refused(str(exc), 400) from None
-    try:
-        with transaction.atomic():
-            probe = Probe.objects.create(
-                project=run.project, run=run, kind=kind, value=value, created_by=request.user
-            )
-    except IntegrityError:
-        raise Refused("this probe is already on the run", 409) from None
+    probe = writes.add_probe(run, request.user, kind=data.get("kind"), value=data.get("value"))
     return JsonResponse(probe.to_dict(), status=201)

@@ -1,107 +1,23 @@
 """Writing through the API: notes, labels, bookmarks (editors), run deletion, import and project data
 policy (admins); and run export and CSV (anyone who may read the run).
 
-Writes need a logged-in session with the role (and Django's CSRF token); an ingest key reads, and
-writes only what ingest writes (an import). A stranger's request is a 404, a member without the role a
-403, each with a one-line JSON message.
+Writes need the role, as a logged-in session (with Django's CSRF token) or a user's personal API token
+(``ctxview.tokens``); an ingest key reads, and writes only what ingest writes (an import). A stranger's
+request is a 404, a member without the role a 403, each with a one-line JSON message.
 """
 
-import json
-import math
-from functools import wraps
-
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.middleware.csrf import CsrfViewMiddleware
-from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_http_methods
 
 from ctxview import exchange, writes
-from ctxview.access import NotAuthenticated, api_projects, has_role
-from ctxview.api import error, run_detail
+from ctxview.access import api_projects, ingest_key
+from ctxview.api_common import error, json_body, readable_run, require_role, review_view
 from ctxview.models import Note
-from ctxview.untrusted import MAX_JSON_DEPTH, json_problem
 from ctxview.writes import Refused
+from ingest import export_format
 from ingest.analyse import config_for
-from ingest.keys import key_from_request
-from ingest.models import Call, Membership, Project, Run
+from ingest.models import Call, Membership, Project
 
 MAX_IMPORT_BYTES = 64 * 1024 * 1024
-
-
-_csrf = CsrfViewMiddleware(lambda request: None)
-
-
-def review_view(methods: list[str]):
-    """Allowed methods; CSRF for sessions (a key is no cookie); Refused becomes a JSON error."""
-
-    def decorate(view):
-        @csrf_exempt
-        @require_http_methods(methods)
-        @wraps(view)
-        def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-            if key_from_request(request) is None and _csrf.process_view(request, None, (), {}) is not None:
-                return error("CSRF token missing or incorrect: send the X-CSRFToken header", 403)
-            try:
-                return view(request, *args, **kwargs)
-            except NotAuthenticated as exc:
-                return error(str(exc), 401)
-            except Refused as exc:
-                return error(str(exc), exc.status)
-
-        return wrapper
-
-    return decorate
-
-
-def json_body(request: HttpRequest, limit: int = 1_000_000) -> dict:
-    try:
-        declared = int(request.headers.get("Content-Length") or 0)
-    except ValueError:
-        raise Refused("Content-Length is not a number", 400) from None
-    if declared > limit:
-        raise Refused(f"the body is larger than {limit} bytes", 413)
-    # Not request.body: it refuses anything over DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB) with an HTML 400,
-    # and imports may be up to MAX_IMPORT_BYTES.
-    raw = request.read(limit + 1)
-    if len(raw) > limit:
-        raise Refused(f"the body is larger than {limit} bytes", 413)
-    try:
-        value = json.loads(raw or b"{}", parse_constant=_no_constant, parse_float=_finite)
-    except RecursionError:
-        raise Refused(f"the body is nested deeper than {MAX_JSON_DEPTH} levels", 400) from None
-    except ValueError as exc:
-        raise Refused(f"the body is not valid JSON: {exc}", 400) from None
-    if not isinstance(value, dict):
-        raise Refused("the body must be a JSON object", 400)
-    if problem := json_problem(value):
-        raise Refused(problem, 400)
-    return value
-
-
-def _no_constant(name: str):
-    # Python's json reads NaN and Infinity, which are not JSON and which PostgreSQL's jsonb refuses.
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _finite(text: str) -> float:
-    number = float(text)
-    if not math.isfinite(number):  # 1e400
-        raise ValueError(f"{text[:40]} is too large a number")
-    return number
-
-
-def readable_run(request: HttpRequest, run_id: int) -> Run:
-    run = Run.objects.filter(id=run_id, project__in=api_projects(request)).select_related("project").first()
-    if run is None:
-        raise Refused("no such run", 404)
-    return run
-
-
-def require_role(request: HttpRequest, project: Project, role: str) -> None:
-    if key_from_request(request) is not None or not request.user.is_authenticated:
-        raise Refused(f"this needs a logged-in {role}; an ingest key can only read", 403)
-    if not has_role(request.user, project, role):
-        raise Refused(f"this needs the {role} role in project {project.slug}", 403)
 
 
 # --- Notes ---------------------------------------------------------------------------------------
@@ -204,14 +120,6 @@ def run_delete(request: HttpRequest, run_id: int) -> HttpResponse:
     return JsonResponse({"deleted": writes.delete_run(run)})
 
 
-@csrf_exempt
-def run_resource(request: HttpRequest, run_id: int) -> HttpResponse:
-    """GET /api/v1/runs/{id} reads the run; DELETE deletes it (an admin)."""
-    if request.method == "DELETE":
-        return run_delete(request, run_id)
-    return run_detail(request, run_id)
-
-
 def _project(request: HttpRequest, slug: str) -> Project:
     project = api_projects(request).filter(slug=slug).first()
     if project is None:
@@ -223,12 +131,12 @@ def _project(request: HttpRequest, slug: str) -> Project:
 def project_import(request: HttpRequest, slug: str) -> JsonResponse:
     """Import a run export into the project: an admin's session, or the project's ingest key."""
     project = _project(request, slug)
-    if key_from_request(request) is None:
+    if ingest_key(request) is None:
         require_role(request, project, Membership.Role.ADMIN)
     try:
         run = exchange.import_run(
             project,
-            json_body(request, limit=MAX_IMPORT_BYTES),
+            json_body(request, limit=MAX_IMPORT_BYTES, parse_float=export_format.number),
             user=request.user if request.user.is_authenticated else None,
         )
     except exchange.AlreadyImported as exc:

@@ -58,8 +58,11 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # A personal API token (Bearer cvt_…) under /api/v1/: its user replaces the session's, and the
+    # request is marked exempt from CSRF before CsrfViewMiddleware checks it (a header is no cookie).
+    "ctxview.tokens.ApiTokenMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -203,6 +206,8 @@ CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# The broker queue of ctxview's tasks: instances sharing a broker each need their own.
+CELERY_TASK_DEFAULT_QUEUE = env_str("CTXVIEW_TASK_QUEUE") or "celery"
 CELERY_TASK_TIME_LIMIT = env_int("CTXVIEW_TASK_TIME_LIMIT", 300, minimum=10)
 CELERY_TASK_SOFT_TIME_LIMIT = int(CELERY_TASK_TIME_LIMIT * 0.9)
 # With late acks on Redis a task running past the visibility timeout is delivered again.
@@ -229,6 +234,7 @@ CELERY_DB_REUSE_MAX = 1000
 CELERY_BEAT_SCHEDULE = {
     "sweep-pending-batches": {"task": "ingest.tasks.sweep_batches_task", "schedule": 60.0},
     "apply-retention": {"task": "ingest.tasks.apply_retention_task", "schedule": 3600.0},
+    "evaluate-monitors": {"task": "monitors.evaluate", "schedule": 60.0},
 }
 
 # --- Outbound calls (re-ask; ctxview/outbound.py) -------------------------------------------------
@@ -253,3 +259,6 @@ CTXVIEW_MAX_SEARCHED_CHARS = env_int("CTXVIEW_MAX_SEARCHED_CHARS", 32_000_000, m
 CTXVIEW_REPLAYS_PER_MINUTE = env_int("CTXVIEW_REPLAYS_PER_MINUTE", 6, minimum=1)
 # Seals stored secrets (ctxview/sealing.py); by default derived from the secret key.
 CTXVIEW_ENCRYPTION_KEY = env_str("CTXVIEW_ENCRYPTION_KEY")
+# --- Monitors (ctxview/monitors/) -----------------------------------------------------------------
+# The address people reach this instance at: the links in alerts (webhooks, Slack, email) start with it.
+CTXVIEW_PUBLIC_URL = env_str("CTXVIEW_PUBLIC_URL") or "http://127.0.0.1:8000"

@@ -5,6 +5,8 @@ deep to walk, and spreadsheet cells a spreadsheet would run as formulas. No Djan
 import re
 from collections.abc import Iterable
 
+from ctxcore.jsonpath import where
+
 # PostgreSQL text and jsonb cannot hold NUL; UTF-8 (the database encoding) cannot hold a lone surrogate.
 _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 # Deeper than any document ctxview writes; a deeper one is an attack on the recursion limit.
@@ -31,22 +33,23 @@ def first_text_problem(pairs: Iterable[tuple[str, str]]) -> str | None:
     return None
 
 
-def json_problem(value, depth: int = 0, where: str = "the body") -> str | None:
-    """Why a parsed JSON value cannot be stored (a key or string that ``text_problem`` refuses), or None."""
+def json_problem(value, depth: int = 0, path: tuple = ()) -> str | None:
+    """Why a parsed JSON value cannot be stored (a key or string that ``text_problem`` refuses, or too
+    deep a nesting), as ``path: problem``, or None."""
     if depth > MAX_JSON_DEPTH:
-        return f"{where} is nested deeper than {MAX_JSON_DEPTH} levels"
+        return f"{where(path, 'the body')}: nested deeper than {MAX_JSON_DEPTH} levels"
     if isinstance(value, str):
         problem = text_problem(value)
-        return f"{where} {problem}" if problem else None
+        return f"{where(path, 'the body')}: {problem}" if problem else None
     if isinstance(value, dict):
         for key, item in value.items():
             if problem := text_problem(key):
-                return f"a key in {where} {problem}"
-            if problem := json_problem(item, depth + 1, f"{where}.{key}" if where != "the body" else key):
+                return f"{where(path, 'the body')}: a key {problem}"
+            if problem := json_problem(item, depth + 1, (*path, key)):
                 return problem
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            if problem := json_problem(item, depth + 1, f"{where}[{index}]"):
+            if problem := json_problem(item, depth + 1, (*path, index)):
                 return problem
     return None
 

@@ -2,15 +2,33 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from ctxview import api, replay_api, review_api, views, views_call, views_replay, views_review, views_run
+from ctxview import (
+    api,
+    monitors_api,
+    replay_api,
+    review_api,
+    views,
+    views_call,
+    views_monitors,
+    views_replay,
+    views_review,
+    views_run,
+)
+from ctxview.api_common import by_method
 from ingest import receiver
 
 urlpatterns = [
     path("v1/traces", receiver.receive_traces, name="cv-otlp-traces"),
     path("v1/logs", receiver.receive_logs, name="cv-otlp-logs"),
     path("api/v1/openapi.json", api.openapi, name="cv-api-openapi"),
+    path("api/v1/schema/run-export", api.run_export_schema, name="cv-api-schema-run-export"),
     path("api/v1/runs", api.runs, name="cv-api-runs"),
-    path("api/v1/runs/<int:run_id>", review_api.run_resource, name="cv-api-run"),
+    # GET reads the run; DELETE deletes it (an admin).
+    path(
+        "api/v1/runs/<int:run_id>",
+        by_method(GET=api.run_detail, DELETE=review_api.run_delete),
+        name="cv-api-run",
+    ),
     path("api/v1/runs/<int:run_id>/calls", api.run_calls, name="cv-api-run-calls"),
     path("api/v1/runs/<int:run_id>/findings", api.run_findings, name="cv-api-run-findings"),
     path("api/v1/runs/<int:run_id>/items/<path:item_id>", api.item_lifecycle, name="cv-api-item"),
@@ -26,6 +44,18 @@ urlpatterns = [
     path("api/v1/projects/<slug:slug>/import", review_api.project_import, name="cv-api-project-import"),
     path("api/v1/projects/<slug:slug>/policy", review_api.project_policy, name="cv-api-project-policy"),
     path("api/v1/projects/<slug:slug>/prices", review_api.project_prices, name="cv-api-project-prices"),
+    path("api/v1/projects/<slug:slug>/monitors", monitors_api.project_monitors, name="cv-api-monitors"),
+    path(
+        "api/v1/projects/<slug:slug>/monitors/<int:monitor_id>",
+        monitors_api.project_monitor,
+        name="cv-api-monitor",
+    ),
+    path(
+        "api/v1/projects/<slug:slug>/monitors/<int:monitor_id>/test",
+        monitors_api.project_monitor_test,
+        name="cv-api-monitor-test",
+    ),
+    path("api/v1/projects/<slug:slug>/alerts", monitors_api.project_alerts, name="cv-api-alerts"),
     path("api/v1/runs/<int:run_id>/replay", replay_api.run_replay, name="cv-api-run-replay"),
     path("api/v1/runs/<int:run_id>/probes", replay_api.run_probes_view, name="cv-api-run-probes"),
     path("api/", api.not_found, {"rest": ""}),
@@ -34,6 +64,9 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="cv-logout"),
     path("", views.projects, name="cv-projects"),
     path("jump", views.jump, name="cv-jump"),
+    path("tokens/", views.api_tokens, name="cv-tokens"),
+    path("tokens/new", views.create_api_token, name="cv-token-create"),
+    path("tokens/<str:token_id>/revoke", views.revoke_api_token, name="cv-token-revoke"),
     path("projects/new", views.create_project, name="cv-project-create"),
     path("projects/<slug:slug>/", views.project, name="cv-project"),
     path("projects/<slug:slug>/keys", views.create_ingest_key, name="cv-key-create"),
@@ -54,6 +87,12 @@ urlpatterns = [
         "runs/<int:run_id>/review/<slug:action>",
         views_review.run_review_action,
         name="cv-run-review-action",
+    ),
+    path("projects/<slug:slug>/monitors", views_monitors.monitors_page, name="cv-monitors"),
+    path(
+        "projects/<slug:slug>/monitors/<slug:action>",
+        views_monitors.monitors_action,
+        name="cv-monitors-action",
     ),
     path("projects/<slug:slug>/settings", views_review.project_settings, name="cv-project-settings"),
     path(

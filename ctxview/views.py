@@ -10,6 +10,7 @@ from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseLocation
 
@@ -50,6 +51,12 @@ class LoginView(auth_views.LoginView):
     def form_valid(self, form) -> HttpResponse:
         throttle.succeeded(form.get_user().get_username())
         return super().form_valid(form)
+
+    def get_default_redirect_url(self) -> str:
+        """Without a ``next``: the runs of the user's most recently active project (the projects page for
+        a user of none)."""
+        project = queries.most_recently_active(projects_for_user(self.request.user))
+        return reverse("cv-runs", args=[project.slug]) if project else super().get_default_redirect_url()
 
 
 @ui_view
@@ -122,6 +129,47 @@ def revoke_ingest_key(request: HttpRequest, slug: str, key_id: str) -> HttpRespo
 
 
 @ui_view
+def api_tokens(request: HttpRequest) -> HttpResponse:
+    """The user's personal API tokens: create, list, revoke."""
+    return _render_tokens(request)
+
+
+def _render_tokens(request: HttpRequest, new_token: str | None = None) -> HttpResponse:
+    context = {
+        "tokens": request.user.api_tokens.order_by("-created_at"),
+        "new_token": new_token,
+        "api_url": request.build_absolute_uri(reverse("cv-api-runs")),
+        "title": "API tokens",
+    }
+    return render_page(request, "ctxview/tokens.html", context)
+
+
+@require_POST
+@login_required
+@never_cache  # the answer holds the token
+def create_api_token(request: HttpRequest) -> HttpResponse:
+    try:
+        _row, token = writes.create_token(
+            request.user, name=request.POST.get("name", ""), read_only=request.POST.get("read_only") == "on"
+        )
+    except writes.Refused as exc:
+        return bad_request(request, str(exc), exc.status)
+    # Shown in this response only: the token is not stored, just its hash.
+    return _render_tokens(request, new_token=token)
+
+
+@require_POST
+@login_required
+def revoke_api_token(request: HttpRequest, token_id: str) -> HttpResponse:
+    try:
+        token = writes.revoke_token(request.user, token_id)
+    except writes.Refused as exc:
+        return bad_request(request, str(exc), exc.status)
+    messages.success(request, f"token cvt_{token.token_id}_… revoked")
+    return redirect("cv-tokens")
+
+
+@ui_view
 def runs(request: HttpRequest, slug: str) -> HttpResponse:
     """The project's runs: filter by service, model, time, finding type, label and what their windows held;
     sort; a page at a time."""
@@ -173,6 +221,7 @@ def runs(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 JUMP_HELP = "a run key, #57 or turn 40 (from a run's pages), or an item id of the run"
+JUMP_MATCHES = 20  # runs listed when the jump box names none exactly
 
 
 def _go(request: HttpRequest, url: str) -> HttpResponse:
@@ -216,4 +265,21 @@ def jump(request: HttpRequest) -> HttpResponse:
     # PostgreSQL answers rows of run ids, the embedded SQLite scan a list of them.
     if run is not None and run.id in {row["run_id"] if isinstance(row, dict) else row for row in held}:
         return _go(request, queries.item_url(run.id, text))
-    raise BadParameter(f"nothing is called “{text}”: type {JUMP_HELP}")
+    # No exact match: the runs whose key holds the text (a partial key, a typo's neighbour); one goes
+    # straight there, several or none are a page of matches in the normal layout.
+    matches = list(
+        Run.objects.filter(project__in=projects_for_user(request.user), key__icontains=text)
+        .select_related("project")
+        .order_by("-updated_at")[: JUMP_MATCHES + 1]
+    )
+    if len(matches) == 1:
+        return _go(request, reverse("cv-run", args=[matches[0].id]))
+    context = {
+        "title": f"Jump: {text}",
+        "text": text,
+        "runs": matches[:JUMP_MATCHES],
+        "more": len(matches) > JUMP_MATCHES,
+        "run": run,
+        "help": JUMP_HELP,
+    }
+    return render_page(request, "ctxview/jump.html", context)

@@ -6,6 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from ctxcore import catalogue
+from ctxcore.analysis import limits
 from ctxcore.replay import BadPolicy, parse
 from ctxcore.vocabulary import expand
 from ctxview import queries, replay
@@ -14,9 +15,7 @@ from ctxview.panels.cache import by_cause
 from ctxview.params import BadParameter, int_param
 from ctxview.shapes import call as shapes
 from ctxview.shapes import diff, help
-from ctxview.views_common import render_page, ui_view
-from ctxview.views_review import notes_region
-from ingest import semconv
+from ctxview.views_common import notes_region, render_page, ui_view
 from ingest.models import Call, Content
 
 # Rows of the items table shown before "show all" (a call may carry 5,000 items).
@@ -115,10 +114,8 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
         "title": f"Call {call.seq} · Run {run.key}",
         "analysis": analysis,
         "cache": cache,
-        # Anthropic's estimate of what its cache could not reuse, shown beside our tokens rewritten.
-        "provider_missed_tokens": call.usage_raw.get(
-            f"{semconv.ANTHROPIC_CACHE_MISS}.cache_missed_input_tokens"
-        ),
+        # The provider's estimate of what its cache could not reuse, shown beside our tokens rewritten.
+        "provider_missed_tokens": limits.missed_tokens(call.usage_raw),
         "gauge": shapes.gauge(analysis.get("buckets"), call.budget),
         "table": table,
         "rows": shown,

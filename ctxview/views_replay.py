@@ -10,15 +10,13 @@ from django.views.decorators.http import require_POST
 from ctxcore.replay import DEFAULT_POLICIES, BadPolicy, TooMuchWork, parse, parse_list
 from ctxcore.replay.reask import MAX_PHRASING, MAX_PHRASINGS, ReaskError
 from ctxcore.replay.simulate import query_call
+from ctxview import writes
 from ctxview.access import get_run_for_user, has_role
-from ctxview.models import Probe
 from ctxview.params import BadParameter, int_param
 from ctxview.reask import MAX_EXPECTED, endpoint_for, question_from, reask_replay
 from ctxview.replay import (
     MAX_PROBES,
-    ProbeError,
     TooManyReplays,
-    clean_probe,
     replay_run,
     run_calls,
     run_turns,
@@ -155,18 +153,14 @@ def replay_probes(request: HttpRequest, run_id: int) -> HttpResponse:
     if not has_role(request.user, run.project, Membership.Role.EDITOR):
         return bad_request(request, f"adding probes needs the editor role in project {run.project.slug}")
     back = reverse("cv-replay", args=[run.id])
-    if request.POST.get("delete"):
-        probe_id = form_int(request.POST["delete"])  # "²" passes isdigit(), not int(): a 500 before
-        Probe.objects.filter(run=run, id=probe_id if isinstance(probe_id, int) else 0).delete()
-        return redirect(back)
-    # The cap before the pattern is compiled: a full run costs no compile at all.
-    if Probe.objects.filter(run=run).count() >= MAX_PROBES:
-        return bad_request(request, f"a run has at most {MAX_PROBES} probes")
     try:
-        kind, value = clean_probe(request.POST.get("kind"), request.POST.get("value"))
-    except ProbeError as exc:
-        return bad_request(request, str(exc))
-    Probe.objects.get_or_create(
-        run=run, kind=kind, value=value, defaults={"project": run.project, "created_by": request.user}
-    )
+        if request.POST.get("delete"):
+            probe_id = form_int(request.POST["delete"])  # "²" passes isdigit(), not int(): a 500 before
+            writes.remove_probe(run, probe_id if isinstance(probe_id, int) else 0)
+        else:
+            writes.add_probe(
+                run, request.user, kind=request.POST.get("kind"), value=request.POST.get("value")
+            )
+    except writes.Refused as exc:
+        return bad_request(request, str(exc), status=exc.status)
     return redirect(back)

@@ -10,7 +10,6 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -24,59 +23,15 @@ from ctxview.access import (
     role_at_least,
     role_of,
 )
-from ctxview.models import Bookmark, NoteRevision, OutboundGrant, ReaskEndpoint
-from ctxview.views_common import render_page
+from ctxview.models import Bookmark, OutboundGrant, ReaskEndpoint
+from ctxview.views_common import notes_region, notes_with_history, render_page
 from ingest.analyse import config_for
-from ingest.models import Call, Membership, Run
+from ingest.models import Membership
 
 
 def _require(user, project, role: str) -> None:
     if not has_role(user, project, role):
         raise PermissionDenied(f"this needs the {role} role in project {project.slug}")
-
-
-def _with_history(notes, user, role: str | None):
-    """Notes with their earlier texts (oldest first) and whether ``user`` may edit or delete each."""
-    revisions = NoteRevision.objects.select_related("editor").order_by("edited_at", "id")
-    notes = list(
-        notes.select_related("author", "call")
-        .prefetch_related(Prefetch("revisions", queryset=revisions))
-        .order_by("created_at", "id")
-    )
-    can_edit = role_at_least(role, Membership.Role.EDITOR)
-    is_admin = role_at_least(role, Membership.Role.ADMIN)
-    for note in notes:
-        # The rule writes.check_may_change_note applies: the note's author or an admin.
-        note.may_change = can_edit and (is_admin or note.author_id == user.id)
-    return notes
-
-
-def notes_region(user, run: Run, *, call: Call | None = None, item_id: str = "", error: str = "") -> dict:
-    """What the notes card of a call page (its notes and bookmark) or an item page (its notes) shows.
-
-    ``back`` are the hidden fields each of its forms sends, so the write comes back to this page."""
-    role = role_of(user, run.project)
-    if call is not None:
-        notes = run.review_notes.filter(call=call)
-        back = [("back", "call"), ("call_seq", call.seq)]
-    else:
-        notes = run.review_notes.filter(item_id=item_id)
-        back = [("back", "item"), ("item_id", item_id)]
-    bookmark = (
-        Bookmark.objects.filter(call=call).select_related("created_by").first() if call is not None else None
-    )
-    return {
-        "run": run,
-        "notes_on": {
-            "call": call,
-            "item_id": item_id,
-            "notes": _with_history(notes, user, role),
-            "bookmark": bookmark,
-            "can_edit": role_at_least(role, Membership.Role.EDITOR),
-            "back": back,
-            "error": error,
-        },
-    }
 
 
 @require_GET
@@ -87,7 +42,7 @@ def run_review(request: HttpRequest, run_id: int) -> HttpResponse:
     context = {
         "run": run,
         "project": run.project,
-        "notes": _with_history(run.review_notes.all(), request.user, role),
+        "notes": notes_with_history(run.review_notes.all(), request.user, role),
         "labels": run.labels.order_by("name"),
         "bookmarks": Bookmark.objects.filter(call__run=run).select_related("call").order_by("call__seq"),
         "can_edit": role_at_least(role, Membership.Role.EDITOR),

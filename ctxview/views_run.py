@@ -16,8 +16,7 @@ from ctxview.panels import run_panels
 from ctxview.params import BadParameter, int_param
 from ctxview.replay import turn_probes
 from ctxview.shapes import compare, diff, explain, item, overview
-from ctxview.views_common import region, render_page, ui_view
-from ctxview.views_review import notes_region
+from ctxview.views_common import notes_region, region, render_page, ui_view
 from ingest.models import Run
 
 POLL_SECONDS = 3

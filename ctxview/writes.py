@@ -16,9 +16,19 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from ctxcore.analysis import prices
-from ctxview import outbound, sealing
+from ctxview import outbound, sealing, tokens
 from ctxview.access import has_role, outbound_off
-from ctxview.models import Bookmark, Label, Note, NoteRevision, OutboundGrant, ReaskEndpoint
+from ctxview.models import (
+    ApiToken,
+    Bookmark,
+    Label,
+    Note,
+    NoteRevision,
+    OutboundGrant,
+    Probe,
+    ReaskEndpoint,
+)
+from ctxview.replay import MAX_PROBES, ProbeError, clean_probe
 from ingest.analyse import invalidate
 from ingest.models import Call, Membership, Project, Run
 from ingest.redact import PatternError, Redactor
@@ -29,6 +39,7 @@ NOTE_LIMIT = 20_000
 ITEM_ID_LIMIT = 500  # Note.item_id's max_length
 LABEL_LIMIT = 64  # Label.name's max_length
 LINK_LIMIT = 500  # Label.link's max_length
+TOKEN_NAME_LIMIT = 100  # ApiToken.name's max_length
 MAX_SEQ = 2**31 - 1  # a call's seq is a 32-bit integer
 # Dollars per million tokens; far above any real price, and keeps every figure finite (1e400 is inf).
 MAX_PRICE = 1_000_000
@@ -137,6 +148,29 @@ def set_bookmark(call: Call, user, on: bool) -> None:
         Bookmark.objects.get_or_create(call=call, defaults={"project": call.project, "created_by": user})
     else:
         Bookmark.objects.filter(call=call).delete()
+
+
+def add_probe(run: Run, user, *, kind, value) -> Probe:
+    """A probe on the run (what replay looks for in each window); the same probe twice is refused (409),
+    on the page as by the API."""
+    # The cap before the pattern is compiled: a full run costs no compile at all.
+    if Probe.objects.filter(run=run).count() >= MAX_PROBES:
+        raise Refused(f"a run has at most {MAX_PROBES} probes")
+    try:
+        kind, value = clean_probe(kind, value)
+    except ProbeError as exc:
+        raise Refused(str(exc)) from None
+    try:
+        with transaction.atomic():
+            return Probe.objects.create(project=run.project, run=run, kind=kind, value=value, created_by=user)
+    except IntegrityError:
+        raise Refused(f"this probe is already on the run ({kind} {value!r})", 409) from None
+
+
+def remove_probe(run: Run, probe_id: int) -> None:
+    deleted, _ = Probe.objects.filter(run=run, id=probe_id).delete()
+    if not deleted:
+        raise Refused("no such probe on this run", 404)
 
 
 def delete_run(run: Run) -> dict:
@@ -310,3 +344,24 @@ def remove_member(project: Project, *, username) -> None:
     if membership.role == Membership.Role.ADMIN and admins.count() == 1:
         raise Refused("a project keeps at least one admin")
     membership.delete()
+
+
+# --- Personal API tokens ---------------------------------------------------------------------------
+
+
+def create_token(user, *, name="", read_only=False) -> tuple[ApiToken, str]:
+    """A personal API token of ``user``: the row, and the token itself, shown once (only its hash is kept)."""
+    if not isinstance(read_only, bool):
+        raise Refused("read_only must be true or false")
+    return tokens.create_token(
+        user, name=text(name, "name", TOKEN_NAME_LIMIT, required=False), read_only=read_only
+    )
+
+
+def revoke_token(user, token_id) -> ApiToken:
+    """Revokes one of the user's own tokens (another's is as unknown as no token: a 404)."""
+    token = ApiToken.objects.filter(user=user, token_id=token_id).first()
+    if token is None:
+        raise Refused("no such token", 404)
+    token.revoke()
+    return token

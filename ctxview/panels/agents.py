@@ -8,6 +8,7 @@ from ctxcore.analysis import limits
 from ctxcore.analysis.accounting import usage_cost
 from ctxcore.vocabulary import Usage
 from ctxview.panels.base import Panel
+from ctxview.shapes import words
 
 # The messages a child invocation starts from: what its parent handed over (its own instructions and
 # tools are not part of the packet).
@@ -147,4 +148,4 @@ class AgentsPanel(Panel):
 
     def summary(self, result: Mapping[str, Any]) -> str:
         count = len(result["agents"])
-        return f"{count} agent{'s' if count != 1 else ''}"
+        return words.counted(count, "agent")

@@ -6,7 +6,7 @@ from typing import Any
 from ctxcore import catalogue
 from ctxview.panels.base import Panel
 from ctxview.params import check_page, int_param, page_count
-from ctxview.shapes import palette
+from ctxview.shapes import palette, words
 from ctxview.shapes.plot import axis, base_layout, config, count_axis, links, plot_text
 
 # Above this many calls the bars are binned (sums per bin); breaks are always shown one by one.
@@ -69,7 +69,25 @@ def cache_series(rows: Sequence[Mapping[str, Any]]) -> dict:
         "calls": len(rows),
         "analysed": sum(1 for row in rows if row.get("cache")),
         "reported": sum(1 for row in rows if row["cache_read"] is not None),
+        "read_nothing": sum(1 for row in rows if row["cache_read"] == 0),
     }
+
+
+def no_break_note(result: Mapping[str, Any]) -> str:
+    """What a run without a cache break says of its reuse, from the calls' reported reads: a call that read
+    nothing did not reuse anything, whatever the reason (a first call, a prefix the provider did not keep)."""
+    reported, nothing = result["reported"], result["read_nothing"]
+    if nothing == 0:
+        return "No cache break: every call read from the cache."
+    if nothing == reported:
+        return (
+            "No cache break found, but no call read anything from the cache (each reported 0 tokens read): "
+            "the prefix was never cached, or each call's prompt was below what the model caches."
+        )
+    return (
+        f"No cache break found; {words.counted(nothing, 'call')} of {reported:,} read nothing from the cache "
+        "(the first call of a chain, or a prefix the provider had not kept)."
+    )
 
 
 def by_cause(breaks: Sequence[Mapping[str, Any]]) -> list[dict]:
@@ -190,7 +208,7 @@ def figure(result: Mapping[str, Any]) -> dict:
                     f"call {entry['seq']}: {entry['cause']}"
                     + (f" at {entry['invalidator']}" if entry["invalidator"] else "")
                     + f" · {entry['tokens_rewritten']:,} tokens written again"
-                    + (f" (${entry['cost_usd']:.4f})" if entry["cost_usd"] is not None else "")
+                    + (f" ({words.money(entry['cost_usd'])})" if entry["cost_usd"] is not None else "")
                 )
                 for entry in breaks
             ],
@@ -247,7 +265,8 @@ class CachePanel(Panel):
         result["by_cause"] = by_cause(result["breaks"])
         result["breaks_page"] = page_of(result["breaks"], params.get("breaks_page", 1))
         result["verdict"] = verdict(data.get("cost"))
+        result["no_break_note"] = no_break_note(result)
         return result
 
     def summary(self, result: Mapping[str, Any]) -> str:
-        return f"{len(result['breaks'])} breaks"
+        return words.counted(len(result["breaks"]), "break")

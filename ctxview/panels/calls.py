@@ -6,6 +6,7 @@ from typing import Any
 from ctxcore import catalogue
 from ctxview.panels.base import Panel
 from ctxview.params import check_page, int_param, page_count
+from ctxview.shapes import words
 
 PAGE = 50
 
@@ -64,4 +65,4 @@ class CallsPanel(Panel):
         return page_of(data["rows"], data["total"], params["page"], marks=data.get("marks"))
 
     def summary(self, result: Mapping[str, Any]) -> str:
-        return f"{result['total']} calls"
+        return words.counted(result["total"], "call")

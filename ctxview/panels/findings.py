@@ -7,7 +7,7 @@ from typing import Any
 
 from ctxcore import catalogue
 from ctxview.panels.base import Panel
-from ctxview.shapes import palette
+from ctxview.shapes import palette, words
 from ctxview.shapes.plot import base_layout, config, count_axis, plot_text
 
 # The timeline draws at most this many markers; the groups below it always count every finding.
@@ -298,4 +298,4 @@ class FindingsPanel(Panel):
         return result
 
     def summary(self, result: Mapping[str, Any]) -> str:
-        return f"{result['total']} findings"
+        return words.counted(result["total"], "finding")

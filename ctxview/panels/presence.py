@@ -14,7 +14,7 @@ from urllib.parse import quote
 from ctxcore.vocabulary import STANDING_KINDS
 from ctxview.panels.base import Panel
 from ctxview.params import BadParameter, int_param
-from ctxview.shapes import help, palette
+from ctxview.shapes import help, palette, words
 from ctxview.shapes.plot import base_layout, config, count_axis, plot_text
 
 MAX_COLUMNS = 200
@@ -422,4 +422,4 @@ class PresencePanel(Panel):
         return result
 
     def summary(self, result: Mapping[str, Any]) -> str:
-        return f"{result['total_items']} items"
+        return words.counted(result["total_items"], "item")

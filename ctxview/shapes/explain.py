@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from ctxcore import catalogue
 from ctxcore.vocabulary import STANDING_KINDS, in_middle, position_shares
-from ctxview.shapes import help, palette
+from ctxview.shapes import help, palette, words
 
 # Kinds a person wants to see one by one when they leave the window; other items are counted by group.
 LISTED = 300
@@ -380,13 +380,16 @@ def headlines(
             f"the run {'are' if len(important) != 1 else 'is'} no longer in the window: {named}{more}."
         )
     if result["pinned_missing"]:
-        lines.append(f"{len(result['pinned_missing'])} pinned item(s) are missing from this window.")
+        missing = len(result["pinned_missing"])
+        lines.append(
+            f"{words.counted(missing, 'pinned item')} {'is' if missing == 1 else 'are'} missing from this "
+            "window."
+        )
     moved = [entry for entry in result["pinned_middle"] if entry["moved"]]
     if moved:
         lines.append(
-            f"{len(moved)} pinned item(s) moved into the middle of the window, where models read least: "
-            + ", ".join(entry["id"] for entry in moved[:5])
-            + "."
+            f"{words.counted(len(moved), 'pinned item')} moved into the middle of the window, where models "
+            "read least: " + ", ".join(entry["id"] for entry in moved[:5]) + "."
         )
     subjects = conflict_subjects([conflict for conflict in result["conflicts"] if conflict["new"]])
     if subjects:
@@ -413,7 +416,8 @@ def headlines(
     breaks = [row for row in result["cache"] if row["broke"]]
     if breaks:
         lines.append(
-            f"The prompt cache broke on {len(breaks)} of this turn's {len(result['cache'])} call(s): "
+            f"The prompt cache broke on {len(breaks):,} of this turn's "
+            f"{words.counted(len(result['cache']), 'call')}: "
             + ", ".join(f"call {row['seq']} ({row['cause']})" for row in breaks)
             + "."
         )

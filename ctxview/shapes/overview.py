@@ -4,6 +4,8 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from ctxview.shapes import words
+
 # A run that received a call this recently is taken as still running: its page polls for more.
 LIVE_FOR = timedelta(minutes=2)
 
@@ -18,9 +20,7 @@ def status(call_count: int, analysed_seq: int, updated_at: datetime, now: dateti
 
 
 def _money(value: float | None) -> str:
-    if value is None:
-        return "unknown"
-    return f"${value:,.2f}" if abs(value) >= 1 else f"${value:,.4f}"
+    return words.money(value)
 
 
 def _tokens(value: int | None) -> str:

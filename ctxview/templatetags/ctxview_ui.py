@@ -9,8 +9,16 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from ctxcore import catalogue
+from ctxview.shapes import words
 
 register = template.Library()
+
+
+@register.filter
+def counted(number, noun: str) -> str:
+    """``{{ n|counted:"break" }}`` -> "1 break", "2 breaks" (``"entry,entries"`` for a plural of its own)."""
+    singular, _, plural = noun.partition(",")
+    return words.counted(int(number), singular, plural or None)
 
 
 @register.filter
@@ -26,13 +34,8 @@ def tokens(value, unknown: str = "unknown") -> str:
 
 @register.filter
 def usd(value, unknown: str = "unknown") -> str:
-    """Dollars as the KPI strip writes them: 1.4604 -> "$1.46", 0.04586 -> "$0.0459", -0.1 -> "-$0.10"."""
-    if value is None or value == "":
-        return unknown
-    amount = float(value)
-    sign = "-" if amount < 0 else ""
-    amount = abs(amount)
-    return f"{sign}${amount:,.2f}" if amount >= 1 or amount == 0 else f"{sign}${amount:,.4f}"
+    """Dollars as every page writes them (``words.money``): 1.4604 -> "$1.46", 0.04586 -> "$0.0459"."""
+    return words.money(None if value == "" else value, unknown)
 
 
 @register.filter

@@ -82,7 +82,8 @@ def login(page, base_url: str, username: str, password: str) -> None:
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", password)
     page.click("button[type=submit]")
-    page.wait_for_url(f"{base_url}/")
+    # Landed: on the runs of the user's most recently active project, or the projects page.
+    page.wait_for_url(lambda url: url.startswith(base_url) and "/login/" not in url)
 
 
 def screenshot(target, name: str, docs: bool = True) -> Path:

@@ -1,6 +1,7 @@
 import zlib
 
 import pytest
+from django.test import Client
 
 from ingest.models import RawBatch, Run
 from ingest.store import process_batch
@@ -248,6 +249,13 @@ def test_the_openapi_description_lists_every_endpoint(client):
         "/api/v1/runs/{run_id}/items/{item_id}",
         "/api/v1/runs/{run_id}/replay",
         "/api/v1/runs/{run_id}/probes",
+        "/api/v1/runs/{run_id}/export",
+        "/api/v1/projects/{slug}/import",
+        "/api/v1/schema/run-export",
+        "/api/v1/projects/{slug}/monitors",
+        "/api/v1/projects/{slug}/monitors/{monitor_id}",
+        "/api/v1/projects/{slug}/monitors/{monitor_id}/test",
+        "/api/v1/projects/{slug}/alerts",
     }
 
 
@@ -257,3 +265,11 @@ def test_an_unknown_api_path_is_a_json_404(client, key, path):
     assert response.status_code == 404
     assert response["Content-Type"] == "application/json"
     assert "openapi.json" in response.json()["error"]
+
+
+def test_a_write_to_an_unknown_api_path_is_the_same_json_404_not_a_csrf_page(alice):
+    client = Client(enforce_csrf_checks=True)  # as a browser session is checked
+    client.force_login(alice)
+    for method in ("post", "delete", "put"):
+        response = getattr(client, method)("/api/v1/runs/null/probes")
+        assert (response.status_code, response["Content-Type"]) == (404, "application/json"), method

@@ -168,7 +168,7 @@ def test_make_demo_serves_otlp_grpc_too_and_prints_both_endpoints(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         busy = taken.getsockname()[1]
-        (services.ARTIFACTS / "demo.log").unlink(missing_ok=True)  # the test reads what this run prints
+        services.artifact("demo.log").unlink(missing_ok=True)  # the test reads what this run prints
         demo_process = services.Process(
             "demo", [sys.executable, "manage.py", "demo", "--port", str(services.free_port()),
                      "--grpc-port", str(busy)], env,
@@ -198,7 +198,8 @@ def test_make_demo_serves_otlp_grpc_too_and_prints_both_endpoints(tmp_path):
             assert stored == 2
         finally:
             demo_process.popen.send_signal(signal.SIGINT)  # as Ctrl-C: the demo stops both servers
-            demo_process.popen.wait(timeout=30)
+            # The demo gives each of its two servers up to 15 s to stop.
+            demo_process.popen.wait(timeout=45)
             demo_process.stop()
 
 

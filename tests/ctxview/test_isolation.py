@@ -9,13 +9,14 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ctxview.models import Label, Note
+from ctxview import writes
+from ctxview.models import ApiToken, Label, Monitor, Note
 from ingest.models import Call, IngestKey, Run
 from tests import factories
 from tests.factories import user_message
 from tests.ingest.test_calls import send  # noqa: F401  (the fixture)
 
-PUBLIC = {"login/", "logout/", "api/v1/openapi.json"}
+PUBLIC = {"login/", "logout/", "api/v1/openapi.json", "api/v1/schema/run-export"}
 REFUSED = {302, 401, 403, 404, 405}
 METHODS = ("get", "post", "put", "patch", "delete")
 
@@ -54,6 +55,10 @@ def beta(send, bob, client, django_capture_on_commit_callbacks):  # noqa: F811
     call = Call.objects.get(run=run)
     Note.objects.create(project=project, run=run, author=bob, body="beta's note")
     Label.objects.create(project=project, run=run, name="incident")
+    token, _ = writes.create_token(bob, name="bob's script")
+    monitor = Monitor.objects.create(
+        project=project, name="beta's monitor", kind="window_size", params={"above_tokens": 10}, channels=[]
+    )
     return {
         "slug": project.slug,
         "run_id": run.id,
@@ -61,6 +66,8 @@ def beta(send, bob, client, django_capture_on_commit_callbacks):  # noqa: F811
         "other_call_id": call.id,
         "note_id": Note.objects.get().id,
         "key_id": IngestKey.objects.filter(project=project).first().key_id,
+        "token_id": token.token_id,  # Bob's own: no one else revokes it
+        "monitor_id": monitor.id,
         "item_id": call.items[0]["id"],
         "trace_id": call.trace_id,
         "name": "incident",
@@ -91,6 +98,8 @@ def snapshot():
         list(Note.objects.values_list("id", "body")),
         list(Label.objects.values_list("id", "name")),
         list(IngestKey.objects.values_list("key_id", "revoked_at")),
+        list(ApiToken.objects.filter(user__username="bob").values_list("token_id", "revoked_at")),
+        list(Monitor.objects.values_list("id", "name", "params", "muted_until")),
     )
 
 

@@ -56,7 +56,8 @@ def site(live_server, project, key, alice):
         },
         timeout=10,
     )
-    assert logged_in.url.rstrip("/") == live_server.url, logged_in.text[:500]
+    # Logged in: on the runs of alice's project.
+    assert logged_in.url == f"{live_server.url}/projects/{project.slug}/runs/", logged_in.text[:500]
     session.headers["X-CSRFToken"] = session.cookies["csrftoken"]
     return live_server.url, session, run
 

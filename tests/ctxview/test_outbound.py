@@ -250,6 +250,7 @@ def slow_headers(handler):
         time.sleep(0.1)
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("answer", [trickle, silent, slow_headers])
 def test_the_deadline_holds_against_an_endpoint_that_trickles_or_stalls(servers, answer):
     server = servers(answer)

@@ -18,7 +18,7 @@ from tests import factories, services
 from tests.ctxview import ui_data
 from tests.ctxview.test_outbound import FAKE_HOST, KEY, Listener, loopback_spellings, serve, trickle
 
-pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.timing, pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 DEADLINE = 3  # CTXVIEW_REASK_DEADLINE_SECONDS of the server started here
 

@@ -155,7 +155,7 @@ def test_an_editor_adds_follows_and_removes_a_text_probe(viewer_client, inspect)
         ({"kind": "text", "value": ""}, "value must be a non-empty string"),
         ({"kind": "text", "value": 7}, "value must be a non-empty string"),
         ({"kind": "text", "value": "x" * 501}, "value is longer than 500 characters"),
-        ({"kind": "text", "value": "a\x00b"}, "value contains a NUL character"),
+        ({"kind": "text", "value": "a\x00b"}, "value: contains a NUL character"),
         ({"kind": "regex", "value": "(unclosed"}, "value is not a valid regular expression"),
     ],
 )

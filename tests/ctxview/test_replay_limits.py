@@ -44,6 +44,7 @@ def stored(inspect):
     Probe.objects.filter(run=inspect.incident).delete()
 
 
+@pytest.mark.timing
 def test_huge_patterns_are_refused_fast_with_re2s_reason_and_the_memory_stays_flat(viewer_client, inspect):
     run = inspect.incident
     before = rss_kb()
@@ -135,6 +136,7 @@ def test_stored_hostile_probes_are_unknown_with_the_reason_on_every_page(viewer_
     assert f"{len(STORED_HOSTILE)} probes cannot run" in panel
 
 
+@pytest.mark.timing
 def test_a_backtracking_probe_no_longer_makes_a_replay_slow(viewer_client, inspect, stored):
     run = inspect.incident
     stored(SLOW_BEFORE.replace("12", str(12 + number)) for number in range(20))
@@ -172,7 +174,7 @@ def test_a_probe_search_over_its_budget_leaves_the_rest_unknown(viewer_client, i
     stored([r"pay-shard-\d"])
     monkeypatch.setattr(replay, "PROBE_SEARCH_SECONDS", 0.0)
     body = viewer_client.get(f"/api/v1/runs/{run.id}/replay?policies=recorded").json()
-    assert body["partial"] == ["the probe search ran out of its 0 s budget: 1 probe(s) unknown"]
+    assert body["partial"] == ["the probe search ran out of its 0 s budget: 1 probe unknown"]
     assert {probe["probe"]: probe["how"] for probe in body["policies"][0]["probes"]}[
         r"pay-shard-\d"
     ] == "unknown"
@@ -257,6 +259,7 @@ def test_the_same_replay_asked_again_comes_from_the_cache_until_a_probe_changes(
     assert "ticket" in [probe["probe"] for probe in body["policies"][0]["probes"]]
 
 
+@pytest.mark.timing
 def test_while_the_process_computes_a_replay_another_is_told_to_come_back_at_once(
     viewer_client, inspect, settings
 ):

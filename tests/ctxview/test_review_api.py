@@ -1,5 +1,7 @@
 """Notes, labels, bookmarks, export/import, CSV, deletion, data policy and search, with the role matrix."""
 
+import csv
+import io
 import json
 from io import StringIO
 from pathlib import Path
@@ -13,10 +15,12 @@ from django.test.utils import CaptureQueriesContext
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from ctxview import queries
 from ctxview.demo import timeout
 from ctxview.models import Bookmark, Label, Note, NoteRevision
 from ctxview.review_api import MAX_IMPORT_BYTES
 from ctxview_sdk import configure, flush, shutdown
+from ingest import export_format
 from ingest.models import Call, Content, Finding, Membership, Run
 from tests import factories
 from tests.factories import user_message
@@ -295,26 +299,30 @@ def test_export_and_import_round_trip_gives_the_same_calls_and_findings(
 @pytest.mark.parametrize(
     "document, message",
     [
-        ({"format": "other"}, "format must be"),
-        ({"format": "ctxview.run-export", "version": 9}, "version 9"),
+        ({"format": "other"}, "format: must be 'ctxview.run-export'"),
+        ({"format": "ctxview.run-export", "version": 9}, "version: 9 is not a version this ctxview reads"),
         (
             {
                 "format": "ctxview.run-export",
                 "version": 1,
                 "run": {"key": "k"},
-                "calls": [{"seq": 2, "start_ns": 1, "trace_id": "t", "span_id": "s", "end_ns": 1}],
+                "calls": [
+                    {"seq": 2, "start_ns": 1, "trace_id": "t", "span_id": "s", "end_ns": 1, "items": []}
+                ],
             },
-            "numbered 1..n",
+            "calls: must be numbered 1..1 without gaps (no call has seq 1)",
         ),
         (
             {
                 "format": "ctxview.run-export",
                 "version": 1,
                 "run": {"key": "k"},
-                "calls": [{"seq": 1, "start_ns": 1, "trace_id": "t", "span_id": "s", "end_ns": 1}],
+                "calls": [
+                    {"seq": 1, "start_ns": 1, "trace_id": "t", "span_id": "s", "end_ns": 1, "items": []}
+                ],
                 "labels": [{"name": "incident", "link": "javascript:alert(1)"}],
             },
-            "labels[].link must be an http(s) URL",
+            "labels[0].link: must be an http(s) URL",
         ),
     ],
 )
@@ -331,10 +339,23 @@ def test_import_rejects_bad_documents_and_stores_nothing(client, project, key, d
 
 
 def test_calls_csv(client, run, people):
+    run.calls.filter(seq=1).update(response_model="claude-sonnet-4-5-20250929")  # priced; m1 is not
     text = as_user(client, people["viewer"]).get(f"/api/v1/runs/{run.id}/calls.csv").content.decode()
     lines = text.strip().splitlines()
     assert lines[0].startswith("seq,turn,started_at,model,provider,uncached")
     assert len(lines) == 4 and lines[1].startswith("1,1,")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    calls = {call.seq: call for call in run.calls.all()}
+    for row in rows:  # the cost the call page shows: at the project's prices, or why not
+        call = calls[int(row["seq"])]
+        price = queries.prices_of(run.project)(call.model)
+        if price is None:
+            assert (row["cost_usd"], row["cost_basis"]) == ("", f"no price for {call.model}")
+        else:
+            expected = (call.uncached * price.input + call.output * price.output) / 1e6  # nothing cached
+            assert float(row["cost_usd"]) == pytest.approx(expected)
+            assert row["cost_basis"] == f"{call.model} at the project's prices"
+    assert [row["cost_usd"] != "" for row in rows] == [True, False, False]
 
 
 def test_an_admin_deletes_a_run_and_everything_under_it(client, run, people):
@@ -378,9 +399,13 @@ def test_an_export_and_an_sdk_manifest_validate_against_their_published_schemas(
 ):
     schemas = Path(__file__).resolve().parents[2] / "schemas"
     call_command("demo", url=live_server.url, key=key, stdout=StringIO())
-    run = Run.objects.get(project=project, key="demo-order-service-timeout")
-    document = client.get(f"/api/v1/runs/{run.id}/export", HTTP_AUTHORIZATION=f"Bearer {key}").json()
-    jsonschema.validate(document, json.loads((schemas / "run-export-v1.schema.json").read_text()))
+    runs = Run.objects.filter(project=project)
+    assert runs.count() >= 7  # the stories and the recorded CLI sessions (Claude Code, Codex, Gemini)
+    for run in runs:
+        document = client.get(f"/api/v1/runs/{run.id}/export", HTTP_AUTHORIZATION=f"Bearer {key}").json()
+        # What an import checks (ingest.export_format), and the published file by another validator.
+        assert export_format.problem(document) is None, run.key
+        jsonschema.validate(document, json.loads((schemas / "run-export-v1.schema.json").read_text()))
     # The manifests of a demo story as the SDK emits them.
     memory = InMemorySpanExporter()
     configure(_exporter=memory, send_content=True)

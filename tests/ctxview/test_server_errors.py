@@ -17,7 +17,7 @@ def test_a_500_is_logged_with_its_traceback(tmp_path):
     env = os.environ | {"DATABASE_URL": f"sqlite:///{missing}", "CTXVIEW_DATA_DIR": str(tmp_path)}
     env.pop("CTXVIEW_DEBUG", None)
     port = services.free_port()
-    (services.ARTIFACTS / "server-errors-web.log").unlink(missing_ok=True)  # this run's log only
+    services.artifact("server-errors-web.log").unlink(missing_ok=True)  # this run's log only
     process = services.Process(
         "server-errors-web",
         [sys.executable, "-m", "gunicorn", "ctxview.wsgi:application", "-b", f"127.0.0.1:{port}"],

@@ -25,8 +25,10 @@ def test_first_text_problem_names_the_parameter_or_says_it_is_a_name():
 
 
 def test_json_problem_says_where():
-    assert json_problem({"body": "ok", "tags": ["a", {"x": "b\x00"}]}) == "tags[1].x contains a NUL character"
-    assert json_problem({"k\ud800": 1}) == "a key in the body contains a lone UTF-16 surrogate"
+    assert (
+        json_problem({"body": "ok", "tags": ["a", {"x": "b\x00"}]}) == "tags[1].x: contains a NUL character"
+    )
+    assert json_problem({"k\ud800": 1}) == "the body: a key contains a lone UTF-16 surrogate"
     assert json_problem({"n": 1.5, "b": True, "none": None}) is None
 
 

@@ -1,7 +1,7 @@
 import pytest
 
 from ingest.keys import project_for_key
-from ingest.models import IngestKey, Membership, Project
+from ingest.models import IngestKey, Membership, Project, Run
 from tests import factories
 
 
@@ -15,6 +15,27 @@ def test_login_page_renders(client):
     response = client.get("/login/")
     assert response.status_code == 200
     assert b"Log in" in response.content
+
+
+@pytest.mark.django_db
+def test_logging_in_lands_on_the_runs_of_the_most_recently_active_project(client):
+    user = factories.user("dana")
+    quiet, _ = factories.project_with_key("quiet", owner=user)
+    busy, _ = factories.project_with_key("busy", owner=user)
+    for project in (quiet, busy):  # busy's run is the later one
+        Run.objects.create(project=project, key=f"{project.slug}-run", key_source="test")
+    landed = client.post("/login/", {"username": "dana", "password": "pw-dana"})
+    assert (landed.status_code, landed["Location"]) == (302, "/projects/busy/runs/")
+    client.logout()
+    asked = client.post("/login/?next=/projects/quiet/", {"username": "dana", "password": "pw-dana"})
+    assert asked["Location"] == "/projects/quiet/"  # a next is followed
+
+
+@pytest.mark.django_db
+def test_a_user_of_no_project_lands_on_the_projects_page(client):
+    factories.user("erin")
+    landed = client.post("/login/", {"username": "erin", "password": "pw-erin"})
+    assert landed["Location"] == "/"
 
 
 def test_a_user_sees_only_their_projects(client, alice, bob, project):

@@ -55,7 +55,6 @@ def test_htmx_fetches_the_page_into_the_page_region(viewer_client, inspect):
         ({"q": "#5"}, "names a call of a run: jump from one of the run"),
         ({"q": "call 999", "run": "RUN"}, "has no call 999: its calls are 1 to"),
         ({"q": "turn 0", "run": "RUN"}, "has no turn 0"),
-        ({"q": "no-such-thing", "run": "RUN"}, "nothing is called “no-such-thing”"),
         ({"q": "x" * 501}, "q must be at most 500 characters"),
         ({"q": "#5", "run": "abc"}, "run must be a whole number"),
     ],
@@ -67,8 +66,25 @@ def test_what_cannot_be_jumped_to_is_a_400_that_says_why(viewer_client, inspect,
     assert message in response.content.decode()
 
 
+def test_a_name_that_matches_nothing_exactly_is_a_page_of_matches_in_the_layout(viewer_client, inspect):
+    none = viewer_client.get("/jump", {"q": "no-such-thing", "run": inspect.incident.id})
+    assert none.status_code == 200
+    body = none.content.decode()
+    assert "Nothing is called “no-such-thing”" in body and 'id="jump-q"' in body  # the normal layout
+    assert "No run's key holds “no-such-thing” either" in body
+    several = viewer_client.get("/jump", {"q": "DEMO-"}).content.decode()  # a part of several keys
+    for run in inspect.runs.values():
+        assert (f">{run.key}<" in several) == ("demo-" in run.key.lower())
+
+
+def test_a_part_of_one_runs_key_goes_straight_there(viewer_client, inspect):
+    response = viewer_client.get("/jump", {"q": "incident-turn"})
+    assert (response.status_code, response["Location"]) == (302, f"/runs/{inspect.incident.id}/")
+
+
 def test_another_projects_run_is_neither_found_nor_a_context(stranger_client, inspect):
-    assert stranger_client.get("/jump", {"q": inspect.incident.key}).status_code == 400
+    response = stranger_client.get("/jump", {"q": inspect.incident.key})
+    assert response.status_code == 200 and f"/runs/{inspect.incident.id}/" not in response.content.decode()
     response = stranger_client.get("/jump", {"q": "#5", "run": inspect.incident.id})
     assert response.status_code == 404
 

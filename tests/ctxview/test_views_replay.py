@@ -89,9 +89,19 @@ def test_an_editor_adds_and_removes_a_probe_from_the_page(viewer_client, inspect
     page = viewer_client.get(f"/runs/{run.id}/replay?policies=sliding_window:12").content.decode()
     assert 'title="text probe">employee 4417</th>' in page
     probe = Probe.objects.get(run=run)
-    for junk in ("²", "x", "99999999999999999999"):  # no probe's id: nothing removed
-        assert viewer_client.post(url, {"delete": junk}).status_code == 302
-    assert Probe.objects.filter(run=run).exists()
+    # The same probe again is refused as the API refuses it (writes.add_probe), not silently ignored.
+    again = viewer_client.post(url, {"kind": "text", "value": " employee 4417 "})
+    assert again.status_code == 409
+    assert "this probe is already on the run (text &#x27;employee 4417&#x27;)" in again.content.decode()
+    api = viewer_client.post(
+        f"/api/v1/runs/{run.id}/probes", '{"kind": "text", "value": "employee 4417"}', "application/json"
+    )
+    assert api.status_code == 409
+    assert api.json()["error"] == "this probe is already on the run (text 'employee 4417')"
+    for junk in ("²", "x", "99999999999999999999"):  # no probe's id: nothing removed, and it says so
+        refused = viewer_client.post(url, {"delete": junk})
+        assert refused.status_code == 404 and "no such probe on this run" in refused.content.decode()
+    assert Probe.objects.filter(run=run).count() == 1
     assert viewer_client.post(url, {"delete": str(probe.id)}).status_code == 302
     assert not Probe.objects.filter(run=run).exists()
     bad = viewer_client.post(url, {"kind": "regex", "value": "(["})

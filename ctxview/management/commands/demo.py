@@ -2,9 +2,11 @@
 through the real OTLP path."""
 
 import errno
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -16,6 +18,7 @@ from django.db import transaction
 from ctxview import demo
 from ctxview.demo import cli
 from ctxview.models import Probe
+from ctxview.monitors import engine
 from ingest.keys import create_key
 from ingest.models import IngestKey, Membership, Project, Run
 
@@ -56,6 +59,10 @@ class Command(BaseCommand):
             self._send(url, key)
             return
         _require_free_port(port)
+        # Ctrl-C, and a service manager's SIGTERM, stop both servers: even where the demo was started with
+        # SIGINT ignored (a background job of a shell does; Python then installs no handler of its own).
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, _interrupt)
         key = self._demo_project_key()
         # Runs already in the demo project are not sent again (their spans would get new ids).
         skip = set(Run.objects.filter(project__slug=DEMO_PROJECT).values_list("key", flat=True))
@@ -68,6 +75,7 @@ class Command(BaseCommand):
         grpc_server = subprocess.Popen(
             [sys.executable, "manage.py", "serve_otlp_grpc", "--bind", grpc_target, "--threads", "4"]
         )
+        stop_ticking = threading.Event()
         try:
             self._wait_until_up(url, server)
             self._wait_until_listening(grpc_target, grpc_server)
@@ -76,10 +84,15 @@ class Command(BaseCommand):
             if taken:
                 self.stdout.write(f"port {grpc_port} is taken: OTLP/gRPC listens on {grpc_target} instead")
             self._print_welcome(url, grpc_target, key)
+            # Embedded, nothing runs Celery beat: this process ticks the monitors every minute (a thread
+            # here rather than a tick after each analysis: a monitor also resolves when nothing arrives).
+            ticking = threading.Thread(target=engine.ticker, args=(60, stop_ticking), daemon=True)
+            ticking.start()
             server.wait()
         except KeyboardInterrupt:
             pass
         finally:
+            stop_ticking.set()
             for process in (server, grpc_server):
                 process.terminate()
             for process in (server, grpc_server):
@@ -186,3 +199,7 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt

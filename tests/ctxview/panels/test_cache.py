@@ -93,3 +93,13 @@ def test_the_panel_pages_its_breaks_from_the_query():
     result = panel.compute({"rows": rows, "cost": None}, panel.params({"breaks_page": "2"}))
     assert [entry["seq"] for entry in result["breaks_page"]["rows"]] == [51, 52]
     assert result["by_cause"][0]["count"] == len(rows)
+
+
+def test_a_run_without_a_break_says_reused_only_where_calls_read_from_the_cache():
+    never = cache.cache_series([series_row(1, 1), series_row(2, 1)])  # each read 0
+    some = cache.cache_series([series_row(1, 1), series_row(2, 1, read=900)])
+    every = cache.cache_series([series_row(1, 1, read=50), series_row(2, 1, read=900)])
+    assert "no call read anything" in cache.no_break_note(never)
+    assert "reused" not in cache.no_break_note(never)
+    assert cache.no_break_note(some).startswith("No cache break found; 1 call of 2 read nothing")
+    assert cache.no_break_note(every) == "No cache break: every call read from the cache."
