@@ -5,7 +5,7 @@ PORT ?= 8000
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test fuzz bench lint install
+.PHONY: demo test test-fast fuzz bench lint install
 
 $(VENV)/installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,16 +19,33 @@ demo: $(VENV)/installed
 	$(BIN)/python manage.py migrate --noinput -v0
 	$(BIN)/python manage.py demo --port $(PORT)
 
+# The suite on every core (pytest-xdist: a database and a task queue per worker; a file's tests stay
+# together), then the tests that measure how long something took, with the machine to themselves.
+# make test JOBS=1 runs it in one process.
+JOBS ?= auto
 test: $(VENV)/installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile -m "not timing" $(TEST_ARGS)
+	$(BIN)/python -m pytest -m timing $(TEST_ARGS)
+
+# The edit loop's tier: the analyses, ingest, views and API, in SQLite with tasks in-process, on every
+# core; no browser, fuzz, fault, CLI, live-instrumentation or timing tests, nor the demo's and the login
+# throttle's (they wait on real processes and windows: a minute of the tier). make test runs them all.
+test-fast: $(VENV)/installed
+	env -u DATABASE_URL -u CELERY_BROKER_URL -u CTXVIEW_REQUIRE_SERVICES -u CTXVIEW_CACHE_URL \
+		$(BIN)/python -m pytest -n $(JOBS) --dist loadfile -q \
+		-m "not timing and not services and not cli" tests/ctxcore tests/ingest tests/ctxview tests/sdk \
+		tests/test_layering.py --ignore=tests/ctxview/test_demo.py \
+		--ignore=tests/ctxview/test_login_throttle.py $(TEST_ARGS)
 
 # The fuzz suites at their deep budgets: over 100,000 cases (see tests/fuzz/conftest.py).
 # make fuzz FUZZ_ARGS=--hypothesis-seed=N replays the cases of seed N (CI does).
 fuzz: $(VENV)/installed
-	CTXVIEW_FUZZ_PROFILE=deep $(BIN)/python -m pytest tests/fuzz -q $(FUZZ_ARGS)
+	CTXVIEW_FUZZ_PROFILE=deep $(BIN)/python -m pytest -n $(JOBS) --dist loadfile tests/fuzz -q $(FUZZ_ARGS)
 
 bench: $(VENV)/installed
 	$(BIN)/python bench/suite.py $(BENCH_ARGS)
+	$(BIN)/python bench/proxy.py
+	$(BIN)/python bench/check.py
 
 lint: $(VENV)/installed
 	$(BIN)/ruff check .

@@ -57,7 +57,7 @@ def run_variant(variant: str, batches: int, database_url: str, shape: str = "cha
     with django_in_process(database_url):
         from django.db import connection
 
-        from ingest import store, tokens
+        from ingest import raw_rows, store, tokens
         from ingest.models import Call, Project, RawBatch, Run, Span
         from ingest.tasks import enqueue_analysis
 
@@ -71,7 +71,7 @@ def run_variant(variant: str, batches: int, database_url: str, shape: str = "cha
                     [model(**row) for row in rows], ignore_conflicts=True, batch_size=500
                 )
 
-            store.insert_rows = insert_rows
+            raw_rows.insert_rows = insert_rows  # the span rows (ingest/raw_rows.py)
         elif variant == "no-tokenizer":
             tokens.count_all = lambda texts: [len(text) // 4 for text in texts]
         counted = [0]  # texts given to the tokenizer

@@ -2,9 +2,50 @@ import os
 
 import pytest
 from django.core.cache import cache
+from django.test.testcases import QuietWSGIRequestHandler
 
 from ctxview.celery import app as celery_app
-from tests import factories, services
+from tests import factories, services, summary
+
+# Under pytest-xdist every worker has a database of its own (pytest-django) and a task queue of its own
+# on the shared broker, so one worker's Celery processes never take another's tasks. Set before any task
+# is sent; the worker processes the tests start read it from the environment.
+if worker_id := os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["CTXVIEW_TASK_QUEUE"] = f"ctxview-tests-{worker_id}"
+    celery_app.conf.task_default_queue = os.environ["CTXVIEW_TASK_QUEUE"]
+
+# The live server (pytest-django's live_server) writes a response's headers and body in separate small
+# sends; with Nagle's algorithm on, the body waits for the client's delayed ACK: ~40 ms added to every
+# request a test makes to it. The real server (gunicorn) sets TCP_NODELAY as well.
+QuietWSGIRequestHandler.disable_nagle_algorithm = True
+
+
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workeroutput"):  # a pytest-xdist worker: send what it gathered
+        session.config.workeroutput["summary"] = summary.gathered()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    summary.merge(getattr(node, "workeroutput", {}).get("summary", {}))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if summary.FUZZ_CASES:
+        from tests.fuzz.conftest import summary_lines
+
+        lines = summary_lines(summary.FUZZ_CASES)
+        terminalreporter.write_sep("-", "fuzz cases run")
+        for line in lines:
+            terminalreporter.write_line(line)
+        summary.write("fuzz.txt", "fuzz cases run\n" + "\n".join(lines))
+    if summary.FAULT_ROWS:
+        from tests.faults.stack import format_table
+
+        table = format_table(summary.FAULT_ROWS)
+        terminalreporter.write_sep("-", "fault scenarios: what became of every acknowledged span")
+        terminalreporter.write_line(table)
+        summary.write("faults.txt", table)
 
 
 @pytest.fixture(autouse=True)

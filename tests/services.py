@@ -13,6 +13,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
+# The Celery worker processes this test process started (their node names): the ones it waits for.
+NODES: list[str] = []
+
+
+def artifact(name: str) -> Path:
+    """A file of test-artifacts/, one per pytest-xdist worker where several run at once."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    path = Path(name)
+    return ARTIFACTS / (f"{path.stem}-{worker}{path.suffix}" if worker else name)
 
 
 def require(what: str) -> None:
@@ -53,7 +62,7 @@ class Process:
 
     def __init__(self, name: str, args: list[str], env: dict[str, str]):
         ARTIFACTS.mkdir(exist_ok=True)
-        self.log_path = ARTIFACTS / f"{name}.log"
+        self.log_path = artifact(f"{name}.log")
         self._log = self.log_path.open("ab")
         self.popen = subprocess.Popen(args, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
 
@@ -64,6 +73,8 @@ class Process:
         return self.popen.poll() is None
 
     def stop(self) -> None:
+        if getattr(self, "node", None) in NODES:
+            NODES.remove(self.node)
         if self.alive():
             self.popen.terminate()
             try:
@@ -103,23 +114,26 @@ def start_worker(env: dict[str, str], name: str = "worker") -> Process:
         return app.control.ping(destination=[node], timeout=0.5)
 
     wait_for(ready, 60, "the Celery worker to answer a ping")
+    NODES.append(node)
+    process.node = node
     return process
 
 
 def workers_idle() -> bool:
-    """No task queued on the broker, and none running or reserved by any worker."""
+    """No task queued on the broker, and none running or reserved by a worker this process started."""
     from amqp.exceptions import ChannelError
 
     from ctxview.celery import app
 
     with app.connection_for_read() as connection:
         try:
-            queued = connection.default_channel.queue_declare("celery", passive=True).message_count
+            queue = app.conf.task_default_queue
+            queued = connection.default_channel.queue_declare(queue, passive=True).message_count
         except ChannelError:  # Redis: an empty queue has no key at all
             queued = 0
     if queued:
         return False
-    inspect = app.control.inspect(timeout=1)
+    inspect = app.control.inspect(timeout=1, destination=NODES or None)
     busy = [tasks for reply in (inspect.active(), inspect.reserved()) for tasks in (reply or {}).values()]
     return not any(busy)
 
@@ -158,7 +172,7 @@ def start_grpc(
     from ingest.grpc_receiver import TRACE_SERVICE
 
     port = free_port()
-    (ARTIFACTS / f"{name}.log").unlink(missing_ok=True)  # the tests read what this run printed
+    artifact(f"{name}.log").unlink(missing_ok=True)  # the tests read what this run printed
     process = Process(
         name, [sys.executable, "manage.py", "serve_otlp_grpc", "--bind", f"127.0.0.1:{port}"], env
     )

@@ -141,3 +141,30 @@ def test_there_is_no_import_cycle():
         if name not in index:
             visit(name)
     assert cycles == []
+
+
+# The modules that hold views (what the URL conf routes to); what they share lives in views_common and
+# api_common, so no view module imports another one.
+VIEW_MODULES = sorted(
+    name
+    for name in MODULES
+    if re.fullmatch(r"ctxview\.(views|views_\w+|api|\w+_api)", name) and name not in ("ctxview.views_common",)
+)
+
+
+def test_the_view_modules_are_those_the_url_conf_routes_to():
+    assert {
+        "ctxview.api",
+        "ctxview.review_api",
+        "ctxview.replay_api",
+        "ctxview.views",
+        "ctxview.views_run",
+    } <= set(VIEW_MODULES)
+    assert {target for target in imports("ctxview.urls")[0] if target in VIEW_MODULES} == set(VIEW_MODULES)
+
+
+@pytest.mark.parametrize("name", VIEW_MODULES)
+def test_a_view_module_imports_no_other_view_module(name):
+    assert sorted(imports(name)[0] & set(VIEW_MODULES)) == [], (
+        f"{name}: move what is shared to a *_common module"
+    )

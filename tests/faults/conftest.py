@@ -8,10 +8,6 @@ import pytest
 from tests import services
 from tests.faults import stack
 
-# One row per scenario: acknowledged / stored / duplicated / lost, printed at the end of the session and
-# written to test-artifacts/faults.txt.
-RESULTS: list[stack.Tally] = []
-
 
 @pytest.fixture(scope="session")
 def private_postgres():
@@ -37,13 +33,3 @@ def template_database(private_postgres):
     env.pop("CELERY_BROKER_URL", None)
     stack.manage(env, "migrate", "--noinput", "-v0")
     return name
-
-
-def pytest_terminal_summary(terminalreporter):
-    if not RESULTS:
-        return
-    table = stack.format_table([result.row() for result in RESULTS])
-    terminalreporter.write_sep("-", "fault scenarios: what became of every acknowledged span")
-    terminalreporter.write_line(table)
-    services.ARTIFACTS.mkdir(exist_ok=True)
-    (services.ARTIFACTS / "faults.txt").write_text(table + "\n")

@@ -16,8 +16,8 @@ import time
 import psycopg
 import pytest
 
+from tests import summary
 from tests.faults import stack
-from tests.faults.conftest import RESULTS
 
 pytestmark = pytest.mark.services
 
@@ -43,7 +43,7 @@ def finish(scenario: stack.Stack, load: stack.Load, name: str, fault: str) -> st
     if "HTTP answers" not in fault:
         fault += f"; HTTP answers: {answers}"
     result = stack.tally(scenario, load, name, fault, stack.recover(scenario))
-    RESULTS.append(result)
+    summary.FAULT_ROWS.append(result.row())  # the table at the end of the session
     print("\n" + stack.format_table([result.row()]))
     assert result.acknowledged > 0
     assert (result.lost, result.duplicated) == (0, 0), "every acknowledged span stored exactly once"

@@ -13,7 +13,7 @@ from collections import Counter
 
 from hypothesis import HealthCheck, Phase, settings
 
-from tests import services
+from tests import summary
 
 SCALE = float(os.environ.get("CTXVIEW_FUZZ_SCALE", "1"))
 PROFILE = os.environ.get("CTXVIEW_FUZZ_PROFILE", "default")
@@ -21,7 +21,7 @@ if PROFILE not in ("default", "deep"):
     raise ValueError(f"CTXVIEW_FUZZ_PROFILE={PROFILE!r}: use default or deep")
 DEEP = PROFILE == "deep"
 # Cases run per test (hypothesis examples, schemathesis calls), reported at the end of the session.
-CASES: Counter = Counter()
+CASES: Counter = summary.FUZZ_CASES
 
 # Hypothesis keeps what it found in .hypothesis/ (ignored by git) and replays it first next time.
 SLOW_INPUT = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
@@ -66,31 +66,17 @@ def rss_mib() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def _summary() -> list[str]:
-    lines = [f"{count:>7}  {name}" for name, count in sorted(CASES.items())]
+def summary_lines(cases: Counter) -> list[str]:
+    lines = [f"{count:>7}  {name}" for name, count in sorted(cases.items())]
     lines.append(
-        f"{sum(CASES.values()):>7}  in all (CTXVIEW_FUZZ_PROFILE={PROFILE}, CTXVIEW_FUZZ_SCALE={SCALE:g})"
+        f"{sum(cases.values()):>7}  in all (CTXVIEW_FUZZ_PROFILE={PROFILE}, CTXVIEW_FUZZ_SCALE={SCALE:g})"
     )
     return lines
-
-
-def _write_summary(lines: list[str]) -> None:
-    services.ARTIFACTS.mkdir(exist_ok=True)
-    (services.ARTIFACTS / "fuzz.txt").write_text("fuzz cases run\n" + "\n".join(lines) + "\n")
 
 
 def pytest_runtest_logfinish(nodeid, location):
     # A deep run takes long: what ran so far is on disk, and its CPU time, should it be stopped.
     if CASES:
         cpu = sum(os.times()[:2])
-        _write_summary([*_summary(), f"after {nodeid}: {cpu:.0f} s CPU (this process)"])
-
-
-def pytest_terminal_summary(terminalreporter):
-    if not CASES:
-        return
-    lines = _summary()
-    terminalreporter.write_sep("-", "fuzz cases run")
-    for line in lines:
-        terminalreporter.write_line(line)
-    _write_summary(lines)
+        lines = [*summary_lines(CASES), f"after {nodeid}: {cpu:.0f} s CPU (this process)"]
+        summary.write("fuzz.txt", "fuzz cases run\n" + "\n".join(lines))  # fuzz-gw0.txt in an xdist worker

@@ -18,7 +18,8 @@ from django.urls import Resolver404, resolve
 from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
-from ingest.models import Call, Run, Span
+from ctxview.models import Monitor
+from ingest.models import Call, Project, Run, Span
 from tests import services
 from tests.fuzz.conftest import CASES, DEEP, budget
 
@@ -44,6 +45,8 @@ def existing_ids() -> dict[str, list]:
         "call_id": list(Call.objects.values_list("id", flat=True)[:200]),
         "trace_id": list(Span.objects.values_list("trace_id", flat=True).distinct()[:20]),
         "item_id": sorted(set(items))[:100],
+        "slug": list(Project.objects.values_list("slug", flat=True)),
+        "monitor_id": list(Monitor.objects.values_list("id", flat=True)),
     }
 
 
@@ -63,6 +66,11 @@ def known_violation(title: str, status: int, case, response) -> str:
         # A question needs its expected pattern, and RE2 must take the pattern: no schema states either.
         if "re-ask: " in response.text:
             return "replay: a re-ask question the schema cannot check"
+    if title == "Schema-valid request rejected" and status == 400 and case.path.endswith("/import"):
+        # The OpenAPI document says "an object"; what a run export must be is its own JSON Schema
+        # (/api/v1/schema/run-export) and the text rules of every JSON body (no NUL, no lone surrogate),
+        # fuzzed apart from real exports (tests/fuzz/test_import.py).
+        return "import: a run export is checked against its own schema"
     return ""
 
 
@@ -94,6 +102,9 @@ def test_the_read_api_answers_every_generated_request_as_its_schema_says(live_se
     if schemathesis is None:
         services.require("schemathesis (a dev dependency: pip install -e '.[dev]')")
     call_command("demo", url=live_server.url, key=key, stdout=StringIO())
+    Monitor.objects.create(
+        project=project, name="any break", kind="cache_break_cause", params={}, channels=[]
+    )
     ids = existing_ids()
     assert all(ids.values()), ids
     schema = schemathesis.openapi.from_url(f"{live_server.url}/api/v1/openapi.json")
@@ -105,6 +116,13 @@ def test_the_read_api_answers_every_generated_request_as_its_schema_says(live_se
     assert len(operations) >= 7
     for operation in operations:
         for mode, examples in EXAMPLES.items():
+            if (
+                mode == "negative"
+                and not operation.path_parameters
+                and not operation.query
+                and not operation.body
+            ):
+                continue  # nothing to send wrong (GET /api/v1/schema/run-export)
             label = f"schemathesis: {operation.method.upper()} {operation.path} ({mode})"
             run_cases(
                 operation,

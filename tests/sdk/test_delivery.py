@@ -16,6 +16,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 import ctxview_sdk
 from ctxview_sdk.tokens import estimate_tokens
 
+pytestmark = pytest.mark.timing  # asserts how long things take: make test runs it alone
+
 REQUEST = {
     "model": "claude-sonnet-4-5",
     "max_tokens": 1024,
@@ -119,6 +121,15 @@ def record_calls(count: int = 50) -> float:
     return time.monotonic() - start
 
 
+def unblocked_seconds(collector) -> float:
+    """What record_calls() takes on this machine when every export is answered at once: a loaded machine is
+    slower at the SDK's own work too, which is not what these tests are about."""
+    ctxview_sdk.configure(collector().url, key="k", timeout=1.0)
+    seconds = record_calls()
+    ctxview_sdk.shutdown(timeout=5.0)
+    return seconds
+
+
 def timed(function, *args) -> tuple[float, object]:
     start = time.monotonic()
     result = function(*args)
@@ -152,10 +163,13 @@ def test_spans_arrive_as_otlp_protobuf_with_key_and_gzip(collector, monkeypatch)
     assert attributes["ctxview.manifest"].string_value.startswith('{"schema":"ctxview.manifest/1"')
 
 
-def test_a_closed_port_neither_blocks_nor_raises():
+# An export that blocked the agent would cost it at least the export's timeout (1 s) on top of its own work:
+# allowed are that work as measured plus half the timeout (1 s in all at least, as before).
+def test_a_closed_port_neither_blocks_nor_raises(collector):
+    unblocked = max(1.0, unblocked_seconds(collector) + 0.5)
     ctxview_sdk.configure(f"http://127.0.0.1:{closed_port()}", key="k", timeout=1.0)
     try:
-        assert record_calls() < 1.0
+        assert record_calls() < unblocked
         elapsed, _ = timed(ctxview_sdk.flush, 0.5)
         assert elapsed < 2.0
     finally:
@@ -164,9 +178,10 @@ def test_a_closed_port_neither_blocks_nor_raises():
 
 
 def test_a_slow_endpoint_neither_blocks_nor_raises(collector):
+    unblocked = max(1.0, unblocked_seconds(collector) + 0.5)
     server = collector(delay=10.0)
     ctxview_sdk.configure(server.url, key="k", timeout=1.0)
-    assert record_calls() < 1.0
+    assert record_calls() < unblocked
     assert server.arrived.wait(5.0)  # the export did start, in the background
     elapsed, _ = timed(ctxview_sdk.flush, 0.5)
     assert elapsed < 2.0  # the answer would take 10 s
