@@ -30,6 +30,9 @@ def new_totals() -> dict:
         "cost_without_cache": 0.0,
         "unpriced_calls": 0,
         "unpriced_models": [],
+        "ranged_calls": 0,
+        "cost_low": 0.0,
+        "cost_high": 0.0,
         "breaks": {},
     }
 
@@ -57,6 +60,28 @@ def usage_cost(usage: Usage, one_hour: int, price: Price | None) -> tuple[float,
     return with_cache, without_cache
 
 
+def usage_cost_range(usage: Usage, price: Price | None) -> tuple[float, float] | None:
+    """USD bounds of a call whose prompt total and output are known but not how the prompt split between
+    uncached, cache writes and cache reads (an instrumentation that reports no cache figures): the parts
+    it did report at their rates, the rest at the cheapest and the dearest rate it could have been billed
+    at. None when the price, the prompt total or the output is unknown."""
+    if price is None or usage.prompt_total is None or usage.output is None:
+        return None
+    parts = (
+        (usage.uncached, (price.input,)),
+        (usage.cache_write, (price.cache_write_5m, price.cache_write_1h)),
+        (usage.cache_read, (price.cache_read,)),
+    )
+    known = sum(tokens * rates[0] for tokens, rates in parts if tokens is not None)
+    rest = usage.prompt_total - sum(tokens for tokens, _ in parts if tokens is not None)
+    rates = [rate for tokens, options in parts if tokens is None for rate in options]
+    output = usage.output * price.output
+    return (
+        (known + max(rest, 0) * min(rates) + output) / 1e6,
+        (known + max(rest, 0) * max(rates) + output) / 1e6,
+    )
+
+
 def updated_totals(
     totals: Mapping, call: CallInput, window: int, price: Price | None, cache: Mapping
 ) -> dict:
@@ -82,6 +107,11 @@ def updated_totals(
         new["unpriced_calls"] += 1
         if price is None and call.model and call.model not in new["unpriced_models"]:
             new["unpriced_models"] = sorted([*new["unpriced_models"], call.model])
+        bounds = usage_cost_range(usage, price)
+        if bounds is not None:
+            new["ranged_calls"] += 1
+            new["cost_low"] += bounds[0]
+            new["cost_high"] += bounds[1]
     else:
         new["priced_calls"] += 1
         new["cost_with_cache"] += cost[0]
@@ -127,6 +157,14 @@ def summary(totals: Mapping) -> dict:
             "priced_calls": totals["priced_calls"],
             "unpriced_calls": totals["unpriced_calls"],
             "unpriced_models": list(totals["unpriced_models"]),
+            # Calls priced but not split into cache parts: the run's cost as bounds, with the exact calls.
+            "ranged_calls": totals["ranged_calls"],
+            "with_cache_range": [
+                round(totals["cost_with_cache"] + totals["cost_low"], 6),
+                round(totals["cost_with_cache"] + totals["cost_high"], 6),
+            ]
+            if totals["ranged_calls"]
+            else None,
         },
         "cache_breaks": {
             "count": sum(entry[0] for entry in breaks.values()),

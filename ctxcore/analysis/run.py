@@ -29,8 +29,10 @@ from ctxcore.analysis.findings import Finding
 from ctxcore.analysis.inputs import CallInput
 
 # 2: per-agent chains and lanes, the run's cache calibration; 3: a nested invocation of an agent is a
-# chain of its own (``invocation`` on recent entries and lanes).
-STATE_SCHEMA = 4
+# chain of its own (``invocation`` on recent entries and lanes); 4: lanes count the calls whose tool
+# results do not name their tool (``unsaid_calls``); 5: the accounting's cost bounds of calls priced but
+# not split into cache parts (``ranged_calls``, ``cost_low``, ``cost_high``).
+STATE_SCHEMA = 5
 
 
 class OutOfOrder(ValueError):

@@ -27,10 +27,28 @@ def _tokens(value: int | None) -> str:
     return "unknown" if value is None else f"{value:,}"
 
 
+def _cost_value(cost: Mapping[str, Any]) -> str:
+    """The run's cost; a range where some calls are priced but did not say what they read from cache."""
+    bounds = cost.get("with_cache_range")
+    if bounds and not cost.get("unpriced_models"):
+        low, high = bounds
+        return _money(low) if words.money(low) == words.money(high) else f"{_money(low)} – {_money(high)}"
+    return _money(cost.get("with_cache"))
+
+
 def _cost_detail(cost: Mapping[str, Any]) -> str:
+    """Why the cost is what it is: the models with no price, the calls with no cache split, or the saving."""
     with_cache, without = cost.get("with_cache"), cost.get("without_cache")
+    models = cost.get("unpriced_models") or []
+    if models:
+        return f"no price for {', '.join(models[:3])}{' and more' if len(models) > 3 else ''}"
+    ranged = cost.get("ranged_calls") or 0
+    if ranged:
+        calls = words.counted(ranged, "call")
+        return f"{calls} did not report what of the prompt was cached: the range runs from all of it to none"
     if without is None:
-        return "no price for this model"
+        unknown = cost.get("unpriced_calls") or 0
+        return f"{words.counted(unknown, 'call')} did not report their token counts" if unknown else ""
     if with_cache is not None and with_cache > without:
         return f"{_money(without)} without caching: caching costs more than it saves"
     return f"{_money(without)} without caching"
@@ -73,7 +91,7 @@ def kpis(
         },
         {
             "label": "Cost",
-            "value": _money(cost.get("with_cache")),
+            "value": _cost_value(cost),
             "detail": _cost_detail(cost),
             "help": "What the calls cost at the price table's rates, as billed and as they would have "
             "been without prompt caching.",

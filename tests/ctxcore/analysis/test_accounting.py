@@ -70,3 +70,26 @@ def test_cache_breaks_are_summed_by_cause():
     assert breaks["count"] == 1
     assert breaks["tokens_rewritten"] == 3000
     assert breaks["by_cause"]["system_changed"]["cost_usd"] == pytest.approx(3000 * 3.45 / 1e6)
+
+
+def test_a_priced_call_that_does_not_split_its_prompt_is_costed_as_a_range():
+    # 3,000 prompt tokens reported as a total only (no cache figures), and 100 out, at Sonnet's prices.
+    figures = {"uncached": None, "cache_write": None, "cache_read": None, "output": 100, "prompt_total": 3000}
+    calls = [call(1, ITEMS), call(2, ITEMS, usage=figures)]
+    _, state = analyse(calls)
+    cost = finalise_run(state)["accounting"]["cost_usd"]
+
+    exact = 3000 * 3.75 / 1e6 + 100 * 15 / 1e6  # the first call: all of its prompt written to the cache
+    assert (cost["priced_calls"], cost["unpriced_calls"], cost["ranged_calls"]) == (1, 1, 1)
+    assert cost["unpriced_models"] == []  # the model has a price: that is not why the figure is missing
+    low, high = cost["with_cache_range"]
+    assert low == pytest.approx(exact + 3000 * 0.30 / 1e6 + 100 * 15 / 1e6)  # all read from the cache
+    assert high == pytest.approx(exact + 3000 * 6.00 / 1e6 + 100 * 15 / 1e6)  # all written for an hour
+
+
+def test_no_range_where_the_price_or_the_prompt_total_is_unknown():
+    unsplit = {"uncached": None, "cache_write": None, "cache_read": None, "output": 100, "prompt_total": 3000}
+    _, state = analyse([call(1, ITEMS, model="my-finetune", usage=unsplit)])
+    assert finalise_run(state)["accounting"]["cost_usd"]["with_cache_range"] is None
+    _, state = analyse([call(1, ITEMS, prompt_total=None)])
+    assert finalise_run(state)["accounting"]["cost_usd"]["with_cache_range"] is None

@@ -20,7 +20,7 @@ def test_kpis_show_unknown_figures_as_unknown():
     assert strip["Peak window"]["value"] == "unknown"
     assert strip["Billed input"]["value"] == "unknown"
     assert strip["Cache hit rate"]["value"] == "unknown"
-    assert strip["Cost"]["detail"] == "no price for this model"
+    assert strip["Cost"]["value"] == "unknown" and strip["Cost"]["detail"] == ""  # not analysed: no reason
     assert all(kpi["help"] for kpi in strip.values())
 
 
@@ -50,3 +50,17 @@ def test_the_cost_kpi_says_when_caching_costs_more_than_it_saves():
     run["accounting"] = {"cost_usd": {"with_cache": 1.460399, "without_cache": 1.356564}}
     strip = {kpi["label"]: kpi for kpi in overview.kpis(run, None, None, {})}
     assert strip["Cost"]["detail"] == "$1.36 without caching: caching costs more than it saves"
+
+
+def test_the_cost_kpi_names_the_real_reason_and_gives_a_range_where_the_price_is_known():
+    run = {"call_count": 2, "turn_count": 2, "prompt_total": 1, "accounting": {}}
+    cost = {"with_cache": None, "without_cache": None, "unpriced_calls": 2, "unpriced_models": []}
+    run["accounting"] = {"cost_usd": {**cost, "ranged_calls": 2, "with_cache_range": [0.000412, 0.00131]}}
+    strip = {kpi["label"]: kpi for kpi in overview.kpis(run, None, None, {})}
+    assert strip["Cost"]["value"] == "$0.0004 – $0.0013"
+    assert strip["Cost"]["detail"] == (
+        "2 calls did not report what of the prompt was cached: the range runs from all of it to none"
+    )
+    run["accounting"] = {"cost_usd": {**cost, "unpriced_models": ["my-finetune"]}}
+    strip = {kpi["label"]: kpi for kpi in overview.kpis(run, None, None, {})}
+    assert (strip["Cost"]["value"], strip["Cost"]["detail"]) == ("unknown", "no price for my-finetune")
