@@ -6,7 +6,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from ctxcore import catalogue
-from ctxcore.analysis import limits
+from ctxcore.analysis import limits, textdiff
+from ctxcore.analysis.cache import KEY_ORDER
 from ctxcore.replay import BadPolicy, parse
 from ctxcore.vocabulary import expand
 from ctxview import queries, replay
@@ -70,6 +71,8 @@ def _invalidation(call: Call, items: list[dict], cache: dict) -> dict | None:
     texts = queries.contents(call.project_id, [entry["hash"] for entry in (old, new) if entry])
     if old and new and old["hash"] in texts and new["hash"] in texts:
         result["diff"] = diff.segments(texts[old["hash"]], texts[new["hash"]])
+        if result["cause"] == KEY_ORDER:  # the same JSON: which keys moved says it, a byte diff does not
+            result["moved_keys"] = textdiff.moved_keys(texts[old["hash"]], texts[new["hash"]])
     result["missing_content"] = result["diff"] is None
     return result
 
@@ -106,6 +109,10 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
     around = list(run.calls.filter(seq__isnull=False).values_list("seq", "turn", "id"))
     neighbours = shapes.neighbours(around, call.seq) if call.seq is not None else {}
     excluded = [{**entry, "reason_help": help.reason_help(entry.get("reason"))} for entry in call.excluded]
+    # A column only where some entry has a value: builders rarely count what they left out.
+    excluded_columns = {
+        name for name in ("tokens", "source", "version") if any(e.get(name) for e in excluded)
+    }
     reasons = Counter(entry.get("reason") or "" for entry in call.excluded)
     context = {
         "call": call,
@@ -126,6 +133,7 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
         "cache_detail_template": _detail_template(cache.get("cause")) if not cache.get("broke") else None,
         "cause_total": _cause_total(call, cache),
         "excluded": excluded,
+        "excluded_columns": excluded_columns,
         "excluded_reasons": reasons.most_common(),
         "conflicts": [
             {**conflict, "help": catalogue.finding_help(conflict["type"])}

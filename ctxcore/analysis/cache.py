@@ -255,21 +255,23 @@ def _note(
         return None
     if estimate == 0:
         return (
-            f"The provider reports reading {reported} tokens from the cache, but this call shares no cached "
-            "prefix with an earlier call that the trace shows (a prefix another agent or another run of this "
-            "agent cached, or content the trace leaves out): the reported figure stands."
+            f"The provider reports reading {reported:,} tokens from the cache, but this call shares no "
+            "cached prefix with an earlier call that the trace shows (a prefix another agent or another run "
+            "of this agent cached, or content the trace leaves out): the reported figure stands."
         )
     if expected is None or not calibration.disagree(expected, reported):
         return None
-    below = f" (below this model's minimum of {minimum})" if estimate < minimum else ""
+    below = f" (below this model's minimum of {minimum:,})" if estimate < minimum else ""
     if fit is None:
         basis = "not calibrated yet: no earlier call of this run reported a read"
     else:
         calls = f"{fit['calls']} earlier call{'s' if fit['calls'] != 1 else ''}"
-        basis = f"calibrated on {calls} of this run (× {fit['ratio']} + {fit['overhead']} tokens), {expected}"
+        basis = (
+            f"calibrated on {calls} of this run (× {fit['ratio']} + {fit['overhead']:,} tokens), {expected:,}"
+        )
     return (
-        f"Our estimate of the reused prefix is {estimate} tokens{below}, {basis}; the provider reports "
-        f"reading {reported} tokens, and the reported figure stands. Our counts use another tokenizer "
+        f"Our estimate of the reused prefix is {estimate:,} tokens{below}, {basis}; the provider reports "
+        f"reading {reported:,} tokens, and the reported figure stands. Our counts use another tokenizer "
         "and miss what the provider adds, such as its tool-use preamble."
     )
 

@@ -3,6 +3,8 @@
 import json
 import re
 
+from ctxcore.jsonpath import where
+
 _CONTEXT = 24
 _SHOWN = 200
 _TOKEN_CHARS = re.compile(r"[\w:.\-/+]")
@@ -97,3 +99,29 @@ def same_json_other_order(old: str, new: str) -> bool:
         return json.loads(old) == json.loads(new)
     except ValueError:
         return False
+
+
+MOVED_SHOWN = 20
+
+
+def moved_keys(old: str, new: str) -> list[dict]:
+    """Where two texts of equal JSON list an object's keys in another order: each such object's place
+    (``tools[0].input_schema.properties``) and its keys before and after, outermost first, at most
+    MOVED_SHOWN of them. Empty unless ``same_json_other_order(old, new)``."""
+    if not same_json_other_order(old, new):
+        return []
+    moved: list[dict] = []
+    stack: list[tuple[tuple, object, object]] = [((), json.loads(old), json.loads(new))]
+    while stack and len(moved) < MOVED_SHOWN:
+        path, before, after = stack.pop(0)
+        if isinstance(before, dict) and isinstance(after, dict):
+            if list(before) != list(after):
+                moved.append(
+                    {"where": where(path, "the top level"), "before": list(before), "after": list(after)}
+                )
+            stack.extend(((*path, key), before[key], after[key]) for key in before)
+        elif isinstance(before, list) and isinstance(after, list):
+            # Equal JSON: lists of the same length.
+            pairs = enumerate(zip(before, after, strict=True))
+            stack.extend(((*path, index), old_value, new_value) for index, (old_value, new_value) in pairs)
+    return moved

@@ -61,6 +61,26 @@ def agent_totals(groups: Sequence[Mapping[str, Any]], prices) -> list[dict]:
     return list(agents.values())
 
 
+def unnamed_groups(rows: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """The calls that name no agent (a CLI's main loop beside its named sub-agents), summed by model as
+    ``queries.agent_groups`` sums the named ones: the agents table then adds up to the run."""
+    groups: dict[str | None, dict] = {}
+    for row in rows:
+        if row["agent"] is not None:
+            continue
+        group = groups.setdefault(
+            row["model"],
+            {"agent": "", "model": row["model"], "calls": 0, "usage": {}, "unknown": {}, "cache_write_1h": 0},
+        )
+        group["calls"] += 1
+        for name, value in row["usage"].items():
+            group["usage"][name] = _add(group["usage"].get(name), value)
+            if value is None:
+                group["unknown"][name] = group["unknown"].get(name, 0) + 1
+        group["cache_write_1h"] += limits.one_hour_tokens(row["usage_raw"] or {})
+    return list(groups.values())
+
+
 def packet(items: Sequence[Mapping[str, Any]] | None) -> dict | None:
     """The messages a call starts from and their tokens (None: the call's content was not captured)."""
     if not items:
@@ -139,13 +159,15 @@ class AgentsPanel(Panel):
         return queries.agent_rows(run)
 
     def compute(self, data: Mapping[str, Any], params: Mapping[str, Any]) -> dict:
+        named = agent_totals(data["groups"], data["prices"])
+        unnamed = agent_totals(unnamed_groups(data["rows"]), data["prices"]) if named else []
         result = {
-            "agents": agent_totals(data["groups"], data["prices"]),
+            "agents": named + unnamed,
             "invocations": invocations(data["rows"], data["first_items"], data["prices"]),
         }
         result["handoffs"] = handoffs(result)
         return result
 
     def summary(self, result: Mapping[str, Any]) -> str:
-        count = len(result["agents"])
+        count = sum(1 for agent in result["agents"] if agent["name"])  # "no agent named" is not one
         return words.counted(count, "agent")

@@ -197,7 +197,7 @@ def test_a_read_our_estimate_disagrees_with_shows_a_calibration_note_not_a_findi
 
     body = viewer_client.get(f"/calls/{call.id}/").content.decode()
     assert "Calibration note:" in body
-    assert "the reported figure stands" in body and f"the provider reports reading {WRITTEN} tokens" in body
+    assert "the reported figure stands" in body and f"the provider reports reading {WRITTEN:,} tokens" in body
 
 
 def test_the_calibration_note_is_escaped(viewer_client, calibrated):
@@ -295,3 +295,47 @@ def test_the_replay_pages_policy_rows_link_to_the_call_view(viewer_client, inspe
     body = page.content.decode()
     assert f'href="/calls/{last.id}/?policy=elide%3A4"' in body
     assert f'href="/calls/{last.id}/?policy=recorded"' in body
+
+
+def uncounted_exclusions_story() -> None:
+    with ctxview_sdk.call("uncounted-exclusions", 1, "claude-sonnet-4-5") as call:
+        call.add_item("system", "system", "system", content="You are terse.", role="system", tokens=50)
+        call.exclude("doc:old-runbook", "stale")  # what most builders say of what they left out: no count
+        call.exclude("doc:faq", "relevance")
+        call.set_usage({"input_tokens": 50, "output_tokens": 5})
+
+
+@pytest.fixture(scope="module")
+def uncounted(django_db_setup, django_db_blocker, inspect):
+    with django_db_blocker.unblock():
+        ui_data.post(ui_data.record("svc-uncounted", uncounted_exclusions_story), inspect.key)
+        yield Run.objects.get(project=inspect.project, key="uncounted-exclusions")
+
+
+def test_the_excluded_table_has_a_column_only_where_some_item_has_a_value(viewer_client, inspect, uncounted):
+    def excluded_table(call) -> str:
+        body = viewer_client.get(f"/calls/{call.id}/").content.decode()
+        return body.split("candidates the context builder left out", 1)[1].split("</table>")[0]
+
+    table = excluded_table(call_at(uncounted, 1))
+    assert "doc:old-runbook" in table and "relevance" in table
+    assert "Tokens" not in table and "Source" not in table and "Version" not in table  # empty all the way
+
+    run = inspect.timeout  # the demo counts what it left out
+    table = excluded_table(call_at(run, run.findings.get(type="superseded_included").call_seq))
+    assert '<th class="num">Tokens</th>' in table and "40,312" in table
+
+
+def test_a_key_order_break_names_the_keys_that_moved(viewer_client, inspect):
+    call = next(
+        call
+        for call in inspect.migration.calls.order_by("seq")
+        if (call.analysis or {}).get("cache", {}).get("cause") == "key_order"
+    )
+    response = viewer_client.get(f"/calls/{call.id}/")
+    moved = response.context["invalidation"]["moved_keys"]
+    assert moved and sorted(moved[0]["before"]) == sorted(moved[0]["after"]) != []
+    assert moved[0]["before"] != moved[0]["after"]
+    body = response.content.decode()
+    assert "its keys in another order" in body and "Keys in this call" in body
+    assert "<summary>The byte diff</summary>" in body  # kept, folded

@@ -105,7 +105,7 @@ def test_a_read_without_any_estimate_stands_with_a_note_and_no_finding():
     cache = results[0]["cache"]
 
     assert (cache["expected_read"], cache["reported_read"]) == (None, 1500)
-    assert "1500" in cache["calibration_note"]
+    assert "1,500" in cache["calibration_note"]
     assert results[0]["findings"] == []
 
 

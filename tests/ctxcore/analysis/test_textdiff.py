@@ -3,7 +3,7 @@
 import pytest
 
 from ctxcore.analysis.limits import one_hour_tokens, provider_diagnosis
-from ctxcore.analysis.textdiff import byte_diff, same_json_other_order, volatile_kind
+from ctxcore.analysis.textdiff import byte_diff, moved_keys, same_json_other_order, volatile_kind
 
 
 @pytest.mark.parametrize(
@@ -61,3 +61,15 @@ def test_the_providers_cache_miss_reason_is_read_from_the_raw_usage(raw, reason)
 def test_the_one_hour_cache_marker_is_read_from_the_raw_usage():
     assert one_hour_tokens({"gen_ai.usage.cache_creation.ephemeral_1h_input_tokens": "1500"}) == 1500
     assert one_hour_tokens({"gen_ai.usage.cache_creation.ephemeral_5m_input_tokens": 1500}) == 0
+
+
+def test_moved_keys_name_each_object_whose_keys_moved_outermost_first():
+    old = '{"name": "read", "input_schema": {"type": "object", "properties": {"path": {}, "limit": {}}}}'
+    new = '{"input_schema": {"properties": {"limit": {}, "path": {}}, "type": "object"}, "name": "read"}'
+    assert moved_keys(old, new) == [
+        {"where": "the top level", "before": ["name", "input_schema"], "after": ["input_schema", "name"]},
+        {"where": "input_schema", "before": ["type", "properties"], "after": ["properties", "type"]},
+        {"where": "input_schema.properties", "before": ["path", "limit"], "after": ["limit", "path"]},
+    ]
+    assert moved_keys('[{"a": 1, "b": 2}]', '[{"b": 2, "a": 1}]')[0]["where"] == "[0]"
+    assert moved_keys('{"a": 1}', '{"a": 2}') == []  # another value, not another order

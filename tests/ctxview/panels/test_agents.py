@@ -99,8 +99,8 @@ def test_agent_totals_sum_usage_and_cost_and_never_price_a_partial_sum():
 
 def test_the_summary_counts_the_agents():
     panel = agents.AgentsPanel()
-    assert panel.summary({"agents": [{}, {}]}) == "2 agents"
-    assert panel.summary({"agents": [{}]}) == "1 agent"
+    assert panel.summary({"agents": [{"name": "lead"}, {"name": "researcher"}]}) == "2 agents"
+    assert panel.summary({"agents": [{"name": "lead"}, {"name": ""}]}) == "1 agent"  # + calls naming none
 
 
 def test_agent_totals_price_one_hour_cache_writes_at_their_own_rate():
