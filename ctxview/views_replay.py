@@ -31,28 +31,46 @@ PALETTE = ("#1d2330", "#2f5bd3", "#c0392b", "#1e8449", "#b9770e", "#7d3c98", "#1
 
 
 def _per_turn(entry: dict, key: str, how: str) -> tuple[list[int], list]:
-    """A policy's per-call figure per turn: the turn's last call ("last") or the turn's sum ("sum")."""
-    turns: dict[int, float] = {}
+    """A policy's per-call figure per turn: the turn's last call ("last") or the turn's sum ("sum"); a
+    turn with an unknown figure (no price for the model) is None, a gap in the line, never 0."""
+    turns: dict[int, float | None] = {}
     for row in entry["per_call"]:
-        value = row[key] or 0
-        turns[row["turn"]] = turns.get(row["turn"], 0) + value if how == "sum" else value
+        value = row[key]
+        if how == "sum" and row["turn"] in turns:
+            before = turns[row["turn"]]
+            value = None if before is None or value is None else before + value
+        turns[row["turn"]] = value
     ordered = sorted(turns)
-    return ordered, [round(turns[turn], 6) for turn in ordered]
+    return ordered, [None if turns[turn] is None else round(turns[turn], 6) for turn in ordered]
+
+
+DASHES = ("solid", "dash", "dot", "dashdot")
 
 
 def _figure(policies: list[dict], key: str, how: str, title: str) -> dict:
+    """One line per policy. A line equal to an earlier one is drawn dashed over it and says so in its
+    name: two policies that keep the same window would otherwise look like one."""
     data = []
+    drawn: dict[tuple, str] = {}
     for index, entry in enumerate(policies):
         turns, values = _per_turn(entry, key, how)
+        name = plot_text(entry["policy"])
+        same_as = drawn.setdefault((tuple(turns), tuple(values)), name)
+        repeats = sum(1 for trace in data if trace["meta"] == same_as)
         data.append(
             {
                 "type": "scatter",
                 "mode": "lines",
-                "name": plot_text(entry["policy"]),
+                "name": name if same_as == name else f"{name} (same as {same_as})",
+                "meta": same_as,
                 "x": turns,
                 "y": values,
-                "line": {"color": PALETTE[index % len(PALETTE)], "width": 1.5},
-                "hovertemplate": f"turn %{{x}}: %{{y:,}}<extra>{plot_text(entry['policy'])}</extra>",
+                "line": {
+                    "color": PALETTE[index % len(PALETTE)],
+                    "width": 1.5 if same_as == name else 2.5,
+                    "dash": DASHES[repeats % len(DASHES)],
+                },
+                "hovertemplate": f"turn %{{x}}: %{{y:,}}<extra>{name}</extra>",
             }
         )
     layout = base_layout()
@@ -102,6 +120,10 @@ def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
         return too_many(request, exc)
     reask = reask_replay(endpoint, result, question) if endpoint and question else {}
     by_spec = {entry["policy"]: entry for entry in result["policies"]}
+    # The row the others are measured against: the recorded run unless the user picks another.
+    baseline = request.GET.get("baseline") or ("recorded" if "recorded" in by_spec else policies[0].spec)
+    if baseline not in by_spec:
+        raise BadParameter(f"baseline {baseline[:80]!r} is not one of the policies replayed here")
     window = by_spec[shown.spec]["windows"].get(seq) if shown else None
     call_ids = dict(run.calls.filter(seq__isnull=False).values_list("seq", "id"))
     context = {
@@ -118,7 +140,9 @@ def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "reask_off": reask_off,
         "reask_limits": {"phrasings": MAX_PHRASINGS, "phrasing": MAX_PHRASING, "expect": MAX_EXPECTED},
         "is_admin": has_role(request.user, run.project, Membership.Role.ADMIN),
-        "reference": by_spec.get("recorded"),
+        "reference": by_spec[baseline],
+        "baseline": baseline,
+        "baselines": [entry["policy"] for entry in result["policies"]],
         "probes": result["probe_definitions"],
         "fig_window": _figure(result["policies"], "window", "last", "window tokens (turn's last call)"),
         "fig_cost": _figure(result["policies"], "cost_usd", "sum", "cost per turn (USD)"),

@@ -6,6 +6,7 @@ import re
 import pytest
 from django.test import Client
 
+from ctxview import views_replay
 from ctxview.models import Probe
 from ingest.models import Membership
 from tests import factories
@@ -43,10 +44,44 @@ def test_the_page_lists_the_policies_recorded_first_and_marks_the_cheapest_keepi
     for probe in ("fact:affected-shard", "rule:ticket-owner"):
         assert f'title="item probe">{probe}</th>' in body
     window = figure(response, "fig-replay-window")
-    assert [trace["name"] for trace in window["data"]] == [row["policy"] for row in rows]
+    # The incident's agent kept a sliding window of 12: that policy's line is the recorded one, dashed.
+    assert [trace["name"] for trace in window["data"]] == [
+        "recorded",
+        "full",
+        "sliding_window:12 (same as recorded)",
+        "user_verbatim:4",
+    ]
     assert window["data"][0]["x"] == list(range(1, 41))
     cost = figure(response, "fig-replay-cost")
     assert sum(cost["data"][1]["y"]) == pytest.approx(rows[1]["cost_usd"], abs=1e-4)
+
+
+def test_the_deltas_name_their_baseline_and_the_user_picks_another(viewer_client, inspect):
+    run = inspect.incident
+    base = f"/runs/{run.id}/replay?policies=recorded,full,sliding_window:12"
+    body = viewer_client.get(base).content.decode()
+    assert 'title="billed input against the baseline\'s">vs recorded</th>' in body
+    choice = body.split('class="small baseline-choice"', 1)[1].split("</p>", 1)[0]
+    assert (
+        "<strong><code>recorded</code></strong>" in choice
+        and '&amp;baseline=full"><code>full</code>' in choice
+    )
+    response = viewer_client.get(f"{base}&baseline=full")
+    rows = {row["policy"]: row for row in response.context["rows"]}
+    body = response.content.decode()
+    assert ">vs full</th>" in body
+    full_row = body.split('data-policy="full"', 1)[1].split("</tr>", 1)[0]
+    assert '<span class="muted">baseline</span>' in full_row
+    recorded_row = body.split('data-policy="recorded"', 1)[1].split("</tr>", 1)[0]
+    share = round(rows["recorded"]["billed_input"] * 100 / rows["full"]["billed_input"])
+    assert f'<td class="num">{share} %</td>' in recorded_row
+    assert re.search(r'<td class="num">\$\d[\d,]*\.\d+</td>', recorded_row)  # money as everywhere else
+    assert viewer_client.get(f"{base}&baseline=elide:2").status_code == 400  # not replayed here
+
+
+def test_the_policies_table_scrolls_in_its_own_box(viewer_client, inspect):
+    body = viewer_client.get(f"/runs/{inspect.incident.id}/replay").content.decode()
+    assert '<div class="table-scroll">\n  <table class="grid replay-table">' in body
 
 
 def test_a_policys_window_at_a_call_through_htmx(viewer_client, inspect):
@@ -152,3 +187,23 @@ def test_a_replay_past_the_item_budget_is_a_400_that_says_so(viewer_client, insp
     asked = viewer_client.get(f"/runs/{inspect.incident.id}/replay?policies=full,pin_end")
     assert asked.status_code == 200
     assert [row["policy"] for row in asked.context["rows"]] == ["full", "pin_end"]
+
+
+def test_a_line_equal_to_another_is_drawn_dashed_and_says_so():
+    def policy(name: str, windows: list, costs: list) -> dict:
+        calls = [
+            {"turn": turn, "window": w, "cost_usd": c}
+            for turn, (w, c) in enumerate(zip(windows, costs, strict=True), 1)
+        ]
+        return {"policy": name, "per_call": calls}
+
+    policies = [
+        policy("full", [100, 200, 300], [0.1, None, 0.3]),
+        policy("pin_end", [100, 200, 300], [0.1, None, 0.3]),
+        policy("elide:2", [100, 150, 180], [0.1, 0.1, 0.1]),
+    ]
+    window = views_replay._figure(policies, "window", "last", "window")["data"]
+    assert [trace["name"] for trace in window] == ["full", "pin_end (same as full)", "elide:2"]
+    assert [trace["line"]["dash"] for trace in window] == ["solid", "dash", "solid"]
+    cost = views_replay._figure(policies, "cost_usd", "sum", "cost")["data"]
+    assert cost[0]["y"] == [0.1, None, 0.3]  # no price at turn 2: a gap, not $0
