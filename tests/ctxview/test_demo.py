@@ -169,8 +169,9 @@ def test_make_demo_serves_otlp_grpc_too_and_prints_both_endpoints(tmp_path):
         taken.listen()
         busy = taken.getsockname()[1]
         services.artifact("demo.log").unlink(missing_ok=True)  # the test reads what this run prints
+        web_port = services.free_port()
         demo_process = services.Process(
-            "demo", [sys.executable, "manage.py", "demo", "--port", str(services.free_port()),
+            "demo", [sys.executable, "manage.py", "demo", "--port", str(web_port),
                      "--grpc-port", str(busy)], env,
         )  # fmt: skip
         try:
@@ -197,10 +198,20 @@ def test_make_demo_serves_otlp_grpc_too_and_prints_both_endpoints(tmp_path):
                 ).fetchone()[0]
             assert stored == 2
         finally:
-            demo_process.popen.send_signal(signal.SIGINT)  # as Ctrl-C: the demo stops both servers
-            # The demo gives each of its two servers up to 15 s to stop.
-            demo_process.popen.wait(timeout=45)
-            demo_process.stop()
+            # As a process manager or `kill` stops it (Ctrl-C's SIGINT takes the same way out): both
+            # servers stop within 10 s (issue 36) and give their ports back.
+            demo_process.popen.send_signal(signal.SIGTERM)
+            try:
+                demo_process.popen.wait(timeout=10)
+            finally:
+                demo_process.stop()
+    grpc_port = int(endpoints[1].rsplit(":", 1)[1])
+    for port in (web_port, grpc_port):
+        with socket.socket() as again:
+            # As the next server binds (SO_REUSEADDR: closed connections may linger in TIME_WAIT): it fails
+            # while any process still listens there.
+            again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            again.bind(("127.0.0.1", port))
 
 
 def test_a_busy_port_says_how_to_start_the_demo_elsewhere(db):
