@@ -2,6 +2,8 @@
 behind it (WCAG's 4.5:1, 3:1 for large text), and no page wider than the window — the Replay page with six
 probes included, whose table scrolls inside its own box."""
 
+import re
+
 import pytest
 
 from ctxview.models import Probe
@@ -99,3 +101,57 @@ def test_every_text_is_readable_and_no_page_scrolls_sideways(
             found[path] = {"overflow": overflow, "low contrast": low}
     context.close()
     assert found == {}, found
+
+
+def test_the_three_jobs_take_two_clicks_each_from_the_landing_page(
+    live_server, browser_page, alice, project, key
+):
+    """Issue 36: from where login lands (the runs of the user's most recent project), each job the product
+    is for, on the demo, in at most two clicks; each click below is one a user makes."""
+    runs = demo_runs(live_server, project, key)
+    page, base = browser_page, live_server.url
+    clicks: dict[str, int] = {}
+    made = []
+
+    def land() -> None:
+        page.context.clear_cookies()
+        login(page, base, "alice", "pw-alice")
+        assert page.url == f"{base}/projects/alpha/runs/"
+        made.clear()
+
+    def click(target) -> None:
+        target.click()
+        made.append(target)
+
+    # 1. "It got stupid at turn 40": the incident run, then the dropped fact's finding, on its call.
+    land()
+    click(page.locator(f"td.run-name a[href='/runs/{runs['demo-incident-turn-40'].id}/']"))
+    settle(page)
+    finding = page.locator("#findings-body details.finding-group", has_text="fact_dropped").locator("a").first
+    click(finding)
+    page.wait_for_url(re.compile(r"/calls/\d+/"))
+    clicks["why the agent forgot"] = len(made)
+    assert "fact_dropped" in page.locator("main").inner_text()
+
+    # 2. "The cache stopped hitting and the bill tripled": the cause, the item and what it cost, on the run.
+    land()
+    click(page.locator(f"td.run-name a[href='/runs/{runs['demo-migration-200-files'].id}/']"))
+    settle(page)
+    row = page.locator("#cache-body table.by-cause tbody tr", has_text="volatile_system_prompt")
+    assert "$" in row.inner_text()  # the cause and what it cost, on the run's page
+    click(row.locator("td.nowrap a").first)  # its first break
+    page.wait_for_url(re.compile(r"/calls/\d+/"))
+    box = page.locator(".break-box").inner_text()
+    assert "Cache broken: volatile_system_prompt" in box and "system:prompt" in box and "$" in box
+    clicks["what broke the cache and its cost"] = len(made)
+
+    # 3. "What was in the window at that call": the run, then the call, its items in order.
+    land()
+    click(page.locator(f"td.run-name a[href='/runs/{runs['demo-order-service-timeout'].id}/']"))
+    settle(page)
+    click(page.locator("#calls-body table tbody tr td:first-child a").first)
+    page.wait_for_url(re.compile(r"/calls/\d+/"))
+    assert page.locator("#items-card table tbody tr").count() > 0
+    clicks["what the model saw at a call"] = len(made)
+    print("clicks from the landing page:", clicks)
+    assert max(clicks.values()) <= 2 and len(runs) >= 4
