@@ -228,7 +228,11 @@ def clean_prices(rows) -> list[dict]:
                     f"prices[{index}].{name} must be a number of dollars per million tokens"
                     f" from 0 to {MAX_PRICE:,}"
                 )
-    return [{"model": row["model"].strip(), **{n: row[n] for n in PRICE_FIELDS if n in row}} for row in rows]
+    # An optional rate given as null is not given: the table derives it from the input rate.
+    return [
+        {"model": row["model"].strip(), **{n: row[n] for n in PRICE_FIELDS if row.get(n) is not None}}
+        for row in rows
+    ]
 
 
 def set_prices(project: Project, rows) -> None:

@@ -120,13 +120,15 @@ def table_from_rows(rows: Iterable[Mapping]) -> dict[str, Price]:
     """A price table from stored rows ``{"model", "input", "output", "cache_write_5m", ...}``."""
     table = {}
     for row in rows:
-        input_ = float(row["input"])
-        table[modelnames.normalise(str(row["model"]))] = Price(
+        # An optional rate stored as null (an older ctxview accepted it) is a rate not given.
+        given = {name: value for name, value in row.items() if value is not None}
+        input_ = float(given["input"])
+        table[modelnames.normalise(str(given["model"]))] = Price(
             input=input_,
-            output=float(row["output"]),
-            cache_write_5m=float(row.get("cache_write_5m", input_)),
-            cache_write_1h=float(row.get("cache_write_1h", row.get("cache_write_5m", input_))),
-            cache_read=float(row.get("cache_read", input_)),
+            output=float(given["output"]),
+            cache_write_5m=float(given.get("cache_write_5m", input_)),
+            cache_write_1h=float(given.get("cache_write_1h", given.get("cache_write_5m", input_))),
+            cache_read=float(given.get("cache_read", input_)),
             source=dict(row.get("source") or dict.fromkeys(FIELDS, "edited by a user")),
         )
     return table

@@ -446,6 +446,17 @@ def test_an_admin_edits_prices_and_every_run_is_costed_again(
         content_type="application/json",
     )
     assert bad.status_code == 400 and "prices[0].input" in bad.json()["error"]
+    # An optional rate sent as null is a rate not given (it was stored as null, and every later read of
+    # the prices, the settings page and the analysis answered 500).
+    null_rate = {"prices": [{"model": "m1", "input": 10, "output": 50, "cache_read": None}]}
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin.put(
+            "/api/v1/projects/alpha/prices", json.dumps(null_rate), content_type="application/json"
+        )
+    assert response.status_code == 200, response.content
+    assert next(row for row in response.json()["prices"] if row["model"] == "m1")["cache_read"] == 10.0
+    assert admin.get("/api/v1/projects/alpha/prices").status_code == 200
+    assert admin.get("/projects/alpha/settings").status_code == 200
     editor = as_user(client, people["editor"])
     assert (
         editor.put(

@@ -62,3 +62,8 @@ def test_a_user_edited_table_replaces_the_defaults():
 )
 def test_minimum_cacheable_prefix_per_model(model, minimum):
     assert minimum_cacheable(model) == minimum
+
+
+def test_a_stored_null_rate_is_a_rate_not_given():
+    table = table_from_rows([{"model": "m1", "input": 10, "output": 50, "cache_read": None}])
+    assert (table["m1"].cache_read, table["m1"].cache_write_5m) == (10.0, 10.0)
