@@ -265,10 +265,11 @@ def jump(request: HttpRequest) -> HttpResponse:
     # PostgreSQL answers rows of run ids, the embedded SQLite scan a list of them.
     if run is not None and run.id in {row["run_id"] if isinstance(row, dict) else row for row in held}:
         return _go(request, queries.item_url(run.id, text))
-    # No exact match: the runs whose key holds the text (a partial key, a typo's neighbour); one goes
-    # straight there, several or none are a page of matches in the normal layout.
+    # No exact match: the runs whose key or title holds the text (a partial key, words of the first
+    # message); one goes straight there, several or none are a page of matches in the normal layout.
     matches = list(
-        Run.objects.filter(project__in=projects_for_user(request.user), key__icontains=text)
+        Run.objects.filter(project__in=projects_for_user(request.user))
+        .filter(Q(key__icontains=text) | Q(title__icontains=text))
         .select_related("project")
         .order_by("-updated_at")[: JUMP_MATCHES + 1]
     )

@@ -118,7 +118,7 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
         "call": call,
         "run": run,
         "project": run.project,
-        "title": f"Call {call.seq} · Run {run.key}",
+        "title": f"Call {call.seq} · {run.label[:80]}",
         "analysis": analysis,
         "cache": cache,
         # The provider's estimate of what its cache could not reuse, shown beside our tokens rewritten.

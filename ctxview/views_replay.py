@@ -129,7 +129,7 @@ def replay_page(request: HttpRequest, run_id: int) -> HttpResponse:
     context = {
         "run": run,
         "project": run.project,
-        "title": f"Replay · Run {run.key}",
+        "title": f"Replay · {run.label[:80]}",
         "policies_text": policies_text,
         "result": result,
         "rows": [{**entry, "reask": reask.get(entry["policy"])} for entry in result["policies"]],

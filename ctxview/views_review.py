@@ -48,7 +48,7 @@ def run_review(request: HttpRequest, run_id: int) -> HttpResponse:
         "can_edit": role_at_least(role, Membership.Role.EDITOR),
         "is_admin": role_at_least(role, Membership.Role.ADMIN),
     }
-    return render_page(request, "ctxview/review.html", {**context, "title": f"Review · {run.key}"})
+    return render_page(request, "ctxview/review.html", {**context, "title": f"Review · {run.label[:80]}"})
 
 
 # One URL per action of the review page (runs/<id>/review/<action>); each form's fields are converted

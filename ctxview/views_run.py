@@ -45,7 +45,7 @@ def _run_context(run: Run, state: str) -> dict:
     return {
         "run": run,
         "project": run.project,
-        "title": f"Run {run.key}",
+        "title": run.label[:80],
         "kpis": overview.kpis(fields, peak, limit, findings),
         "status": state,
         "poll_seconds": POLL_SECONDS,
@@ -142,7 +142,7 @@ def explain_turn(request: HttpRequest, run_id: int) -> HttpResponse:
     context = {
         "run": run,
         "project": run.project,
-        "title": f"Turn {turn} · Run {run.key}",
+        "title": f"Turn {turn} · {run.label[:80]}",
         "turn": turn,
         "current": current,
         "previous": previous,
@@ -175,7 +175,7 @@ def compare_calls(request: HttpRequest, run_id: int) -> HttpResponse:
     context = {
         "run": run,
         "project": run.project,
-        "title": f"Compare calls {a} and {b} · Run {run.key}",
+        "title": f"Compare calls {a} and {b} · {run.label[:80]}",
         "a": calls[a],
         "b": calls[b],
         "result": result,
@@ -242,7 +242,7 @@ def item_page(request: HttpRequest, run_id: int) -> HttpResponse:
     context = {
         "run": run,
         "project": run.project,
-        "title": f"Item {item_id} · Run {run.key}",
+        "title": f"Item {item_id} · {run.label[:80]}",
         "item_id": item_id,
         "result": result,
         "figure": item.figure(result),

@@ -268,7 +268,7 @@ def _emptied(sources: set[Run], new_calls: list[Call]) -> None:
         run.usage_unknown, run.model_names = {}, []
         run.call_count = run.turn_count = 0
         run.started_at = run.last_call_at = run.last_start_ns = None
-        run.last_span_id = run.last_fingerprint = run.last_invocation = run.last_trace_id = ""
+        run.last_span_id = run.last_fingerprint = run.last_invocation = run.last_trace_id = run.title = ""
         invalidate(run, 1)
         Finding.objects.filter(run=run).delete()
         Run.objects.filter(id=run.id).update(accounting=None)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from django.db.models import Q
 from django.utils import timezone
 
-from ingest import agent_sessions, itemlists, locks, normalise, raw_rows
+from ingest import agent_sessions, itemlists, locks, normalise, raw_rows, titles
 from ingest.analyse import ANALYSIS_FIELDS, AnalysisWrites, analyse_appended, catch_up
 from ingest.bulk import insert_rows, update_rows
 from ingest.call_rows import Batch, call_row, new_call
@@ -144,6 +144,7 @@ class BatchWork:
     replaced: list[Call] = field(default_factory=list)
     runs: dict[str, Run] = field(default_factory=dict)  # locked, by key
     renumber: set[int] = field(default_factory=set)  # runs that lost a replaced call
+    untitled: set[int] = field(default_factory=set)  # runs whose first call's root span came now
     relinked: set[int] = field(default_factory=set)  # runs whose stored calls an agent span relinked
     # resolve_agents
     every_call: list[Call] = field(default_factory=list)
@@ -195,13 +196,15 @@ def keep_new(work: BatchWork) -> None:
 
 
 def lock_runs(work: BatchWork) -> None:
-    """Create the runs written to and lock them, with the runs an agent span of these traces may relink."""
+    """Create the runs written to and lock them, with the runs an agent span of these traces may relink
+    and those whose first call's root span this part brings (``retitle``)."""
     project_id = work.batch.project_id
     agent_traces = {op["trace_id"] for op in work.operations if op["kind"] == normalise.AGENT}
     linked = agent_sessions.runs_of(
         project_id, agent_traces | agent_sessions.with_agents(project_id, work.traces)
     )
-    extra = {call.run_id for call in work.replaced} | linked
+    work.untitled = _first_calls_under_new_roots(work)
+    extra = {call.run_id for call in work.replaced} | linked | work.untitled
     work.runs = _locked_runs(work.batch, work.new, work.operations, extra, work.wait)
 
 
@@ -287,6 +290,31 @@ def renumber_late(work: BatchWork) -> None:
 
 def save_runs(work: BatchWork) -> None:
     _save_runs([run for run in work.runs.values() if run not in work.late_runs], work.analysed)
+
+
+def retitle(work: BatchWork) -> None:
+    """A run whose first call has a parent takes its title from its trace's root span when nothing else
+    gives one; a parent ends, and so arrives, after its calls: the title is made again when it does."""
+    for run in work.in_order():
+        if run.id in work.untitled and titles.retitle(run):
+            Run.objects.filter(id=run.id).update(title=run.title)
+
+
+def _first_calls_under_new_roots(work: BatchWork) -> set[int]:
+    """The runs whose first call is in a trace whose root span (not a call) is in this part."""
+    calls = {(record.trace_id, record.span_id) for record in work.records}
+    roots = {
+        row["trace_id"]
+        for _, row in work.rows
+        if not row.get("parent_span_id") and (row["trace_id"], row["span_id"]) not in calls
+    }
+    if not roots:
+        return set()
+    return set(
+        Call.objects.filter(project_id=work.batch.project_id, trace_id__in=roots, seq=1).values_list(
+            "run_id", flat=True
+        )
+    )
 
 
 def _save_runs(runs: list[Run], analysed: set[int]) -> None:

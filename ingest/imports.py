@@ -13,6 +13,7 @@ from django.db import transaction
 from ingest import export_format, itemlists
 from ingest.models import Call, Content, Project, Run
 from ingest.tasks import enqueue_analysis
+from ingest.titles import title_of
 
 FORMAT, VERSION = export_format.FORMAT, export_format.VERSION
 CALL_FIELDS = Call.EXPORT_FIELDS
@@ -117,4 +118,5 @@ def _restore_run_state(run: Run, calls: list[Call]) -> None:
         run.last_start_ns, run.last_span_id = last.start_ns, last.span_id
         run.last_fingerprint, run.last_invocation = last.carried_fingerprint, last.carried_invocation
         run.last_trace_id = last.trace_id
+        run.title = title_of(run, first)  # (after its contents are stored)
     run.save()

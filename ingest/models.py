@@ -232,6 +232,9 @@ class Run(models.Model):
     key_source = models.CharField(max_length=60)  # which attribute named it, or "trace_id"
     service_name = models.CharField(max_length=200, blank=True)
     agent_name = models.CharField(max_length=200, blank=True)  # the session's root agent
+    # What a person knows the run by (ingest.titles): the first user message of its first call, on one
+    # line and shortened; blank when nothing gives one (the pages show the key then). Untrusted text.
+    title = models.CharField(max_length=200, blank=True, default="")
     # A child conversation (its own session key) found to be a step of this session: its calls move here
     # (ingest.agent_sessions); it keeps no calls of that trace, only the link.
     parent_run = models.ForeignKey("self", null=True, on_delete=models.SET_NULL, related_name="child_runs")
@@ -276,8 +279,13 @@ class Run(models.Model):
     NOT_EXPORTED = (
         *("id", "project", "parent_run", "started_at", "last_call_at", "model_names", "call_count"),
         *("turn_count", "usage_unknown", "analysed_seq", "analysis_state", "accounting", "last_start_ns"),
-        *("last_span_id", "last_fingerprint", "last_invocation", "last_trace_id", "updated_at"),
+        *("last_span_id", "last_fingerprint", "last_invocation", "last_trace_id", "updated_at", "title"),
     )
+
+    @property
+    def label(self) -> str:
+        """What the pages call the run: its title, or its key when it has none."""
+        return self.title or self.key
 
     def usage_dict(self) -> dict:
         return {name: getattr(self, name) for name in self.USAGE_FIELDS}
@@ -288,6 +296,7 @@ class Run(models.Model):
             "id": self.id,
             "project": self.project.slug,
             "key": self.key,
+            "title": self.title or None,
             "key_source": self.key_source,
             "service": self.service_name,
             "agent": self.agent_name or None,

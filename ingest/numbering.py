@@ -11,6 +11,7 @@ from ingest.analyse import ANALYSIS_FIELDS, invalidate
 from ingest.bulk import update_rows
 from ingest.call_rows import datetime_of
 from ingest.models import Call, Operation, Run
+from ingest.titles import title_of
 from ingest.turns import TurnState, advance
 
 # The fields of a run that ingest writes; the analysis fields belong to the analysis task.
@@ -91,8 +92,9 @@ def remember(run: Run, calls: list[Call], state: TurnState, appended: bool) -> N
     run.last_invocation = state.invocation or ""
     run.last_trace_id = state.trace_id or ""
     run.last_call_at = datetime_of(last.start_ns)
-    if calls[0].seq == 1:
+    if calls[0].seq == 1:  # the run's first call: it starts the run and gives its title
         run.started_at = datetime_of(calls[0].start_ns)
+        run.title = title_of(run, calls[0])
 
 
 # What numbering reads and writes of a stored call: renumbering after a late arrival reads only these,

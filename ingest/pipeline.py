@@ -23,6 +23,7 @@ Then the batch's traces are claimed (a batch of the same traces commits first), 
   add_to_totals      the runs' token and cost totals
   renumber_late      runs with a late call: renumbered with their stored calls
   save_runs          the runs' rows
+  retitle            runs whose first call's root span came after it: their title again (titles)
 And last, the coding CLIs' sessions refreshed from the part's spans (session_calls).
 """
 
@@ -53,6 +54,7 @@ AFTER_CLAIM: tuple[Step, ...] = (
     calls.add_to_totals,
     calls.renumber_late,
     calls.save_runs,
+    calls.retitle,
 )
 
 

@@ -21,6 +21,15 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+# What ``mask`` puts in place of what it removed.
+_MASK = re.compile(r"\[REDACTED:[^\[\]]*\]")
+
+
+def only_masks(text: str) -> bool:
+    """Whether nothing of ``text`` is left but masks (and whitespace)."""
+    return bool(text.strip()) and not _MASK.sub("", text).strip()
+
+
 # Default patterns, by name. Names appear in the mask, so a reader knows what was removed.
 DEFAULT_PATTERNS = (
     ("api_key", r"\b(?:sk|rk|pk)-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_\-]{16,}"),

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from django.db.models import Q
 
-from ingest import itemlists, locks, sessions
+from ingest import itemlists, locks, sessions, titles
 from ingest.analyse import invalidate
 from ingest.call_rows import CALL_COLUMNS, Batch, new_call
 from ingest.contents import count_tokens, save_contents
@@ -60,7 +60,35 @@ def refresh(batch: Batch, signal: str, rows: list[dict]) -> set[int]:
         run_id = _refresh_session(batch, session)
         if run_id is not None:
             changed.add(run_id)
+    for key in prompted(signal, rows):
+        _retitle(batch.project_id, key)
     return changed
+
+
+def prompted(signal: str, rows: list[dict]) -> list[str]:
+    """The sessions a user's prompt among these rows belongs to: it may give the session's title."""
+    if signal != "logs":
+        return []
+    found = set()
+    for row in rows:
+        attributes = row["attributes"]
+        for family in SESSION_FAMILIES:
+            spec = family.sessions
+            key = attributes.get(spec.log_key)
+            if (
+                spec.prompt_event
+                and attributes.get("event.name") == spec.prompt_event
+                and isinstance(key, str)
+            ):
+                found.add(key.strip()[:200])
+    return sorted(key for key in found if key)
+
+
+def _retitle(project_id: int, key: str) -> None:
+    """The title of the session's run again, when the run exists (its calls may come later)."""
+    for run in locks.lock_runs(Run.objects.select_related("project").filter(project_id=project_id, key=key)):
+        if titles.retitle(run):
+            Run.objects.filter(id=run.id).update(title=run.title)
 
 
 def _stored_rows(project_id: int, session: _Session, since_ns: int) -> tuple[list[dict], list[dict]]:

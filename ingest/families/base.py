@@ -94,6 +94,12 @@ class Sessions:
     # Log events too big to read whole for every batch -> the attributes read of those that came long
     # before the batch (their calls are not made again; the assembly needs only these attributes).
     heavy_log_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # The log event that carries the user's prompt, and its attribute: the run's title where the calls
+    # carry no messages (ingest.titles). ``prompt_withheld``: what the CLI sends instead of a prompt it
+    # was told not to log.
+    prompt_event: str = ""
+    prompt_key: str = "prompt"
+    prompt_withheld: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,8 @@ RESPONSE_BODY = "api_response_body"
 SYSTEM_PROMPT = "system_prompt"
 TOOL = "tool"
 CALL_NAME = "claude_code.request"
+USER_PROMPT = "user_prompt"
+PROMPT_WITHHELD = "<REDACTED>"  # its prompt unless OTEL_LOG_USER_PROMPTS is set
 
 SESSION_ID = "session.id"
 EVENT_NAME = "event.name"
@@ -261,6 +263,8 @@ SESSIONS = Sessions(
     assemble=assemble,
     call_names=frozenset({CALL_NAME}),
     heavy_log_keys=HEAVY_LOG_KEYS,
+    prompt_event=USER_PROMPT,
+    prompt_withheld=frozenset({PROMPT_WITHHELD}),
     no_content_note=(
         "Claude Code sends the window only in detailed mode (ENABLE_BETA_TRACING_DETAILED=1 with "
         "OTEL_TRACES_EXPORTER=otlp): usage and cost come from its api_request log records"

@@ -14,6 +14,7 @@ from ingest.families.base import Family, SessionCall, Sessions, session_row, syn
 NAME = "codex"
 SSE_EVENT = "codex.sse_event"
 USER_PROMPT = "codex.user_prompt"
+PROMPT_WITHHELD = "[REDACTED]"  # its prompt unless log_user_prompt is set
 COMPLETED = "response.completed"
 CONVERSATION_ID = "conversation.id"
 EVENT_NAME = "event.name"
@@ -82,6 +83,8 @@ SESSIONS = Sessions(
     span_names=frozenset(),
     assemble=assemble,
     call_names=frozenset({CALL_NAME}),
+    prompt_event=USER_PROMPT,
+    prompt_withheld=frozenset({PROMPT_WITHHELD}),
     no_content_note="Codex's telemetry carries usage, not the request's window",
 )
 

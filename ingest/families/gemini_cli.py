@@ -122,6 +122,7 @@ SESSIONS = Sessions(
     span_names=frozenset({LLM_CALL}),
     assemble=assemble,
     call_names=frozenset({CALL_NAME}),
+    prompt_event=USER_PROMPT,  # (no prompt attribute unless logPrompts is on)
     no_content_note="Gemini CLI's llm_call span carries the system instructions and tool declarations",
 )
 

@@ -3,6 +3,7 @@
 import pytest
 
 from ctxview.params import jump_target
+from ingest.models import Run
 from tests.ctxview import ui_fixtures
 
 inspect = ui_fixtures.inspect
@@ -71,7 +72,7 @@ def test_a_name_that_matches_nothing_exactly_is_a_page_of_matches_in_the_layout(
     assert none.status_code == 200
     body = none.content.decode()
     assert "Nothing is called “no-such-thing”" in body and 'id="jump-q"' in body  # the normal layout
-    assert "No run's key holds “no-such-thing” either" in body
+    assert "No run's key or title holds “no-such-thing” either" in body
     several = viewer_client.get("/jump", {"q": "DEMO-"}).content.decode()  # a part of several keys
     for run in inspect.runs.values():
         assert (f">{run.key}<" in several) == ("demo-" in run.key.lower())
@@ -94,3 +95,15 @@ def test_every_page_carries_the_jump_box_with_its_run(viewer_client, inspect):
     body = viewer_client.get(f"/runs/{run.id}/").content.decode()
     assert 'id="jump-q"' in body and f'name="run" value="{run.id}"' in body
     assert 'id="jump-q"' in viewer_client.get("/").content.decode()
+
+
+def test_words_of_a_runs_title_find_it(viewer_client, inspect):
+    run = Run.objects.get(pk=inspect.incident.pk)
+    assert run.title  # the first user message, shortened
+    words = run.title.split()[1:4]  # a few words from inside it, as someone remembers the session
+    response = viewer_client.get("/jump", {"q": " ".join(words).upper()})
+    assert response.status_code in (200, 302)
+    if response.status_code == 302:
+        assert response["Location"] == f"/runs/{run.id}/"
+    else:
+        assert f"/runs/{run.id}/" in response.content.decode()  # one of the runs whose title holds them

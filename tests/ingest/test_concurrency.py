@@ -28,6 +28,11 @@ def trace_id(run: int) -> bytes:
     return bytes([run + 1]) * 16
 
 
+def call_trace_id(run: int, number: int) -> bytes:
+    """A trace of its own for each call (an app with no span of its own: openai-v2 alone)."""
+    return bytes([run + 1, number]) * 8
+
+
 def tool_exchange(run: int, number: int) -> list[dict]:
     call_id = f"t{run}-{number}"
     return [
@@ -44,8 +49,9 @@ def tool_exchange(run: int, number: int) -> list[dict]:
     ]
 
 
-def spans() -> list[tuple[int, int, dict]]:
-    """(run, call number, chat_span keyword arguments) of every call, in order."""
+def spans(alone: bool = False) -> list[tuple[int, int, dict]]:
+    """(run, call number, chat_span keyword arguments) of every call, in order; ``alone``: each call the
+    root of a trace of its own, its run named only by its conversation id."""
     found = []
     for run in range(RUNS):
         history = [user_message(f"Task {run}: find why service {run} is slow. " * 20)]
@@ -65,12 +71,12 @@ def spans() -> list[tuple[int, int, dict]]:
                     run,
                     number,
                     {
-                        "trace_id": trace_id(run),
+                        "trace_id": call_trace_id(run, number) if alone else trace_id(run),
                         "number": number,
                         "messages": list(history),
                         "start": START + number * 10**9 + run * 10**6,
                         # Run 0's calls belong to an agent invocation whose span arrives last.
-                        "parent": AGENT_SPAN if run == 0 else b"",
+                        "parent": AGENT_SPAN if run == 0 and not alone else b"",
                         "attributes": {
                             "gen_ai.conversation.id": f"concurrency-{run}",
                             "gen_ai.system_instructions": system,
@@ -99,24 +105,25 @@ def request_of(chosen: list[tuple[int, int, dict]]) -> ExportTraceServiceRequest
     return request
 
 
-def shuffled_batches(seed: int = 8) -> list[bytes]:
+def shuffled_batches(alone: bool = False, seed: int = 8) -> list[bytes]:
     """Every span once in shuffled batches (runs interleaved, calls out of order), the agent span last."""
-    chosen = spans()
+    chosen = spans(alone)
     random.Random(seed).shuffle(chosen)
     requests = [
         request_of(chosen[start : start + SPANS_PER_BATCH])
         for start in range(0, len(chosen), SPANS_PER_BATCH)
     ]
-    agent_span(requests[-1])
+    if not alone:
+        agent_span(requests[-1])
     return [request.SerializeToString() for request in requests]
 
 
-def ordered_batches() -> list[bytes]:
+def ordered_batches(alone: bool) -> list[bytes]:
     """The same spans, each run's calls in order, one run after the other, the agent span first."""
     requests = []
     for run in range(RUNS):
-        request = request_of([entry for entry in spans() if entry[0] == run])
-        if run == 0:
+        request = request_of([entry for entry in spans(alone) if entry[0] == run])
+        if run == 0 and not alone:
             agent_span(request)
         requests.append(request.SerializeToString())
     return requests
@@ -158,14 +165,16 @@ def end_state(project: Project) -> dict:
             "usage": run.usage_dict(),
             "models": run.model_names,
             "accounting": run.accounting,
+            "title": run.title,
         }
     return runs
 
 
-def test_three_workers_end_where_one_ordered_pass_ends(three_workers, client):
+@pytest.mark.parametrize("alone", [False, True], ids=["a-trace-per-run", "a-trace-per-call"])
+def test_three_workers_end_where_one_ordered_pass_ends(three_workers, client, alone):
     concurrent, concurrent_key = factories.project_with_key("concurrent")
     reference, reference_key = factories.project_with_key("reference")
-    batches = shuffled_batches()
+    batches = shuffled_batches(alone)
 
     # Everything to the broker at once; a third of the batches is sent twice (an exporter retrying).
     for body in batches + batches[::3]:
@@ -198,12 +207,15 @@ def test_three_workers_end_where_one_ordered_pass_ends(three_workers, client):
     previous = celery_app.conf.task_always_eager
     celery_app.conf.task_always_eager = True
     try:
-        for body in ordered_batches():
+        for body in ordered_batches(alone):
             post(client, reference_key, body)
     finally:
         celery_app.conf.task_always_eager = previous
 
     expected, actual = end_state(reference), end_state(concurrent)
     assert list(actual) == list(expected) == [f"concurrency-{run}" for run in range(RUNS)]
+    assert all(
+        state["title"].startswith(f"Task {run}: find why") for run, state in enumerate(actual.values())
+    )
     for key, state in expected.items():
         assert actual[key] == state, key

@@ -103,3 +103,11 @@ def test_a_real_worker_analyses_an_imported_run(worker, live_server, client, key
         lambda: state(imported)[0] == imported.call_count, 30, "the worker to analyse the imported run"
     )
     assert state(imported)[1:] == state(source)[1:]
+
+
+def test_an_imported_run_has_its_title_made_again_from_its_first_call(source, alice):
+    target_project, _ = factories.project_with_key("gamma", owner=alice)
+    with transaction.atomic():
+        run, _ = imports.store_run(target_project, exchange.export_run(source))
+    assert run.title == source.title == "question 1"
+    assert "title" not in exchange.export_run(source)["run"]

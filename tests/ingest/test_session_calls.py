@@ -216,3 +216,105 @@ def test_codex_calls_are_numbered_in_the_order_of_their_requests_at_their_real_t
     assert all(call.started_at.year >= 2026 for call in calls)
     assert run.started_at.year >= 2026 and run.started_at == calls[0].started_at
     assert [call.start_ns for call in calls] == sorted(call.start_ns for call in calls)
+
+
+FIRST_PROMPT = "[turn-1] Read notes.txt and tell me when the deploy window is."
+# What each recording names its session by: Claude Code withholds prompts unless OTEL_LOG_USER_PROMPTS is
+# set, and its default and traces modes carry no messages: those sessions keep their key alone.
+TITLES = {
+    "claude-code-default": "",
+    "claude-code-traces": "",
+    "claude-code-detailed": FIRST_PROMPT,
+    "codex": FIRST_PROMPT,
+    "gemini-cli": FIRST_PROMPT,
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_a_cli_session_is_titled_by_its_first_prompt_whatever_arrives_first(post_all, scenario):
+    for order in ORDERS:
+        post_all(scenario, order)
+        assert Run.objects.get().title == TITLES[scenario], order
+        for model in (Run, LogRecord, Span):
+            model.objects.all().delete()
+
+
+def prompt_records(export: dict, keep: bool) -> dict:
+    """The export with only its records of user prompts (``keep``), or without them."""
+    body = json.loads(json.dumps(export["body"]))
+    for resource in body.get("resourceLogs", []):
+        for scope in resource.get("scopeLogs", []):
+            scope["logRecords"] = [
+                record
+                for record in scope.get("logRecords", [])
+                if (_attribute(record, "event.name") in ("user_prompt", "codex.user_prompt")) == keep
+            ]
+    return {**export, "body": body}
+
+
+def _attribute(record: dict, name: str):
+    for attribute in record.get("attributes", []):
+        if attribute["key"] == name:
+            return attribute["value"].get("stringValue")
+    return None
+
+
+def with_prompts(export: dict, prompt) -> dict:
+    """The export with each user prompt record's text (``prompt`` and ``prompt_text``) ``prompt()``."""
+    body = json.loads(json.dumps(export["body"]))
+    for resource in body.get("resourceLogs", []):
+        for scope in resource.get("scopeLogs", []):
+            for record in scope.get("logRecords", []):
+                attributes = [
+                    a for a in record.get("attributes", []) if a["key"] in ("prompt", "prompt_text")
+                ]
+                text = prompt() if attributes else None
+                for attribute in attributes:
+                    attribute["value"] = {"stringValue": text}
+    return {**export, "body": body}
+
+
+@pytest.fixture
+def post_each(client, key, django_capture_on_commit_callbacks):
+    """Post these exports, each processed as it commits."""
+
+    def post(exports: list[dict]) -> None:
+        for export in exports:
+            with django_capture_on_commit_callbacks(execute=True):
+                _post(client, key, export)
+
+    return post
+
+
+@pytest.mark.django_db
+def test_a_claude_code_prompt_logged_after_its_calls_titles_the_session(post_each):
+    """Claude Code with OTEL_LOG_USER_PROMPTS=1 and no detailed mode: its calls carry no messages, and
+    the prompt's record is no row its calls are assembled from; it arrives last here."""
+    prompts = iter(["Why is the deploy window on Friday?", "Thanks. Who owns the deploy?"])
+    logged = [
+        with_prompts(export, lambda: next(prompts))
+        for export in exports("claude-code-default", "as-recorded")
+    ]
+    post_each(
+        [prompt_records(export, keep=False) if export["signal"] == "logs" else export for export in logged]
+    )
+    run = Run.objects.get()
+    assert run.title == "" and run.call_count == 6
+    post_each([prompt_records(export, keep=True) for export in logged if export["signal"] == "logs"])
+    assert Run.objects.get().title == "Why is the deploy window on Friday?"
+
+
+@pytest.mark.django_db
+def test_a_codex_prompt_it_was_told_not_to_log_gives_no_title(post_each):
+    post_each([with_prompts(export, lambda: "[REDACTED]") for export in exports("codex", "as-recorded")])
+    run = Run.objects.get()
+    assert (run.title, run.turn_count) == ("", 2)
+
+
+@pytest.mark.django_db
+def test_a_hash_only_project_gives_a_cli_session_no_title(post_all, project):
+    project.hash_only = True
+    project.save()
+    post_all("codex", "as-recorded")
+    assert Run.objects.get().title == ""

@@ -2,6 +2,7 @@
 
 import zlib
 
+import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -165,14 +166,16 @@ def test_a_batch_whose_trace_another_batch_holds_is_left_pending_not_waited_for(
     assert (batch.status, batch.attempts, Call.objects.count()) == ("done", 1, 3)
 
 
-def test_a_batch_stored_in_parts_ends_where_one_part_ends(db, monkeypatch):
+@pytest.mark.parametrize("alone", [False, True], ids=["a-trace-per-run", "a-trace-per-call"])
+def test_a_batch_stored_in_parts_ends_where_one_part_ends(db, monkeypatch, alone):
     """A large batch is stored a part at a time (a worker's memory does not grow with the batch): runs
-    interleaved, calls out of order, an agent span last; the end state equals storing it whole."""
+    interleaved, calls out of order, an agent span last (or each call alone in its trace, its run named
+    by its conversation); the end state equals storing it whole."""
     from ingest import store
     from tests.ingest.test_concurrency import RUNS, end_state, shuffled_batches
 
     request = ExportTraceServiceRequest()
-    for body in shuffled_batches():
+    for body in shuffled_batches(alone):
         request.MergeFrom(ExportTraceServiceRequest.FromString(body))
     whole, _ = factories.project_with_key("whole")
     in_parts, _ = factories.project_with_key("parts")
