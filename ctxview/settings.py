@@ -48,6 +48,8 @@ INSTALLED_APPS = [
     "django.contrib.admin",
     "template_partials",
     "django_htmx",
+    # Swagger UI's files as static files, for the API reference at /api/v1/docs (no CDN).
+    "drf_spectacular_sidecar",
     "ingest",
     "ctxview",
 ]

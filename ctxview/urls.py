@@ -8,6 +8,7 @@ from ctxview import (
     replay_api,
     review_api,
     views,
+    views_api_docs,
     views_call,
     views_monitors,
     views_replay,
@@ -21,6 +22,7 @@ urlpatterns = [
     path("v1/traces", receiver.receive_traces, name="cv-otlp-traces"),
     path("v1/logs", receiver.receive_logs, name="cv-otlp-logs"),
     path("api/v1/openapi.json", api.openapi, name="cv-api-openapi"),
+    path("api/v1/docs", views_api_docs.api_docs, name="cv-api-docs"),  # openapi.json for people
     path("api/v1/schema/run-export", api.run_export_schema, name="cv-api-schema-run-export"),
     path("api/v1/runs", api.runs, name="cv-api-runs"),
     # GET reads the run; DELETE deletes it (an admin).

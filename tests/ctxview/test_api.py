@@ -256,6 +256,15 @@ def test_the_openapi_description_lists_every_endpoint(client):
         "/api/v1/projects/{slug}/monitors/{monitor_id}",
         "/api/v1/projects/{slug}/monitors/{monitor_id}/test",
         "/api/v1/projects/{slug}/alerts",
+        "/api/v1/runs/{run_id}/notes",
+        "/api/v1/notes/{note_id}",
+        "/api/v1/runs/{run_id}/labels",
+        "/api/v1/runs/{run_id}/labels/{name}",
+        "/api/v1/calls/{call_id}/bookmark",
+        "/api/v1/runs/{run_id}/calls.csv",
+        "/api/v1/projects/{slug}/policy",
+        "/api/v1/projects/{slug}/prices",
+        "/api/v1/openapi.json",
     }
 
 

@@ -233,6 +233,7 @@ TABLE: dict[str, Row] = {
     "cv-otlp-logs": Row(GET=NOT_ALLOWED, POST=everyone(401) | {"key_a": 200, "key_b": 200}, otlp="logs"),
     # The JSON API.
     "cv-api-openapi": Row(GET=everyone(200), POST=everyone(200), keeps=True),  # public; any method reads it
+    "cv-api-docs": Row(GET=everyone(200), POST=NOT_ALLOWED, keeps=True),  # the reference: public too
     "cv-api-schema-run-export": Row(
         GET=everyone(200), POST=NOT_ALLOWED, keeps=True
     ),  # public, as the OpenAPI

@@ -16,7 +16,7 @@ from tests import factories
 from tests.factories import user_message
 from tests.ingest.test_calls import send  # noqa: F401  (the fixture)
 
-PUBLIC = {"login/", "logout/", "api/v1/openapi.json", "api/v1/schema/run-export"}
+PUBLIC = {"login/", "logout/", "api/v1/openapi.json", "api/v1/docs", "api/v1/schema/run-export"}
 REFUSED = {302, 401, 403, 404, 405}
 METHODS = ("get", "post", "put", "patch", "delete")
 

@@ -18,7 +18,7 @@ from django.urls import Resolver404, resolve
 from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
-from ctxview.models import Monitor
+from ctxview.models import Label, Monitor, Note
 from ingest.models import Call, Project, Run, Span
 from tests import services
 from tests.fuzz.conftest import CASES, DEEP, budget
@@ -47,6 +47,8 @@ def existing_ids() -> dict[str, list]:
         "item_id": sorted(set(items))[:100],
         "slug": list(Project.objects.values_list("slug", flat=True)),
         "monitor_id": list(Monitor.objects.values_list("id", flat=True)),
+        "note_id": list(Note.objects.values_list("id", flat=True)),
+        "name": sorted(set(Label.objects.values_list("name", flat=True))),
     }
 
 
@@ -105,6 +107,9 @@ def test_the_read_api_answers_every_generated_request_as_its_schema_says(live_se
     Monitor.objects.create(
         project=project, name="any break", kind="cache_break_cause", params={}, channels=[]
     )
+    run = Run.objects.filter(project=project).first()
+    Note.objects.create(project=project, run=run, body="a note")
+    Label.objects.create(project=project, run=run, name="incident")
     ids = existing_ids()
     assert all(ids.values()), ids
     schema = schemathesis.openapi.from_url(f"{live_server.url}/api/v1/openapi.json")
