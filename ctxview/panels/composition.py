@@ -143,12 +143,12 @@ def figure(result: Mapping[str, Any], scale: str = "window") -> dict:
     if scale == "window" and limit and peak < OFF_SCALE * limit:
         layout["yaxis"]["range"] = [0, peak * 1.2 or 1]
         layout["annotations"] = [
-            {
+            {  # at the top left: plotly's toolbar takes the top right on hover and covered it there
                 "xref": "paper",
                 "yref": "paper",
-                "x": 1,
+                "x": 0,
                 "y": 1,
-                "xanchor": "right",
+                "xanchor": "left",
                 "yanchor": "bottom",
                 "showarrow": False,
                 "font": {"size": 11, "color": "#6b7385"},

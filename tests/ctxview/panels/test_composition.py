@@ -34,7 +34,9 @@ def test_the_figure_stacks_buckets_and_draws_the_limit_and_reserved_output():
     assert figure["data"][3]["y"] == [200_000, 200_000] and figure["data"][3]["fill"] == "tonexty"
     # A window far below the limit: the axis fits the window and says where the budget is.
     assert figure["layout"]["yaxis"]["range"][1] < 200_000
-    assert "off the scale" in figure["layout"]["annotations"][0]["text"]
+    note = figure["layout"]["annotations"][0]
+    assert "off the scale" in note["text"]
+    assert (note["x"], note["xanchor"]) == (0, "left")  # clear of the toolbar, which takes the top right
     assert "range" not in composition.figure(result, scale="budget")["layout"]["yaxis"]
     assert figure["links"] == {"x": [1, 2], "prefix": "/e?turn=", "suffix": "", "ids": ["1", "2"]}
 
