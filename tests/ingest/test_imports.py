@@ -63,7 +63,7 @@ def test_an_import_stores_the_calls_and_leaves_the_analysis_to_a_task_enqueued_o
     analysed = state(run)
     assert analysed == (3, *state(source)[1:])
     # Delivered again (a redelivery after a lost worker): the same end state, no duplicate findings.
-    analyse_run_task.apply(kwargs={"run_id": run.id}).get()
+    analyse_run_task.apply(kwargs={"run_id": run.id}).get(disable_sync_subtasks=False)
     assert state(run) == analysed
 
 
