@@ -46,6 +46,7 @@ bench: $(VENV)/installed
 	$(BIN)/python bench/suite.py $(BENCH_ARGS)
 	$(BIN)/python bench/proxy.py
 	$(BIN)/python bench/check.py
+	$(BIN)/python bench/monitors.py --calls 10000,100000
 
 lint: $(VENV)/installed
 	$(BIN)/ruff check .
