@@ -17,10 +17,11 @@ For each size, a process of its own and a throwaway PostgreSQL database (dropped
 
 Once every size is filled: the tick ``manage.py monitors evaluate`` runs (``engine.evaluate``, at the
 history's last moment), after a warm-up, ``--ticks`` times per size, the sizes in turns (the machine's
-drift hits all alike): median and best; then each monitor ticked alone the same way; then one tick per
-size under ``CaptureQueriesContext``, every SELECT of it explained (ANALYZE, BUFFERS): rows its scans read
-(kept and filtered out), buffers, and whether any reads the calls table. The plan of the heaviest
-statement of the largest history is printed.
+drift hits all alike): median and best; after each, the first tick of an hour (every monitor's kept
+baseline dropped, so its days of roll-ups are summed again); then each monitor ticked alone the same
+way; then one tick per size under ``CaptureQueriesContext``, every SELECT of it explained (ANALYZE,
+BUFFERS): rows its scans read (kept and filtered out), buffers, and whether any reads the calls table.
+The plan of the heaviest statement of the largest history is printed.
 
 On a busy machine every time stretches; rows read and buffers do not.
 """
@@ -267,6 +268,20 @@ def timed_tick(now: datetime, ids: list[int] | None = None) -> float:
     return (time.perf_counter() - started) * 1000
 
 
+def old_sighting(project_id: int, monitors: dict[int, str], now: datetime) -> list[float]:
+    """A cause first seen in a call of 6 days ago (an imported run, say): the "first seen" monitor's
+    tick that opens its episode (reading the scope's figures since that call), and the next one."""
+    from ingest.rollups import FirstSeen
+
+    [monitor_id] = [key for key, label in monitors.items() if label.endswith("(new-cause)")]
+    from ctxview.models import Monitor
+
+    Monitor.objects.filter(id=monitor_id).update(cooldown_minutes=0)  # else the next one waits 10 minutes
+    name = f"old_{int(time.time() * 1000) % 10**9}"  # a new name each time: a new sighting
+    FirstSeen.objects.create(project_id=project_id, kind="cause", name=name, call_at=now - timedelta(days=6))
+    return [timed_tick(now, [monitor_id]), timed_tick(now, [monitor_id])]
+
+
 def _scans(node: dict, found: list[dict]) -> None:
     if "Relation Name" in node:
         loops = node.get("Actual Loops", 1)
@@ -377,6 +392,12 @@ def serve_one(args: argparse.Namespace) -> None:
             for command in sys.stdin:
                 if command.strip() == "tick":
                     print(json.dumps(timed_tick(now)), flush=True)
+                elif command.strip() == "hourly":
+                    # The first tick of an hour: the baselines' whole hours are summed again.
+                    Monitor.objects.update(baseline={})
+                    print(json.dumps(timed_tick(now)), flush=True)
+                elif command.strip() == "old-sighting":
+                    print(json.dumps(old_sighting(history["project_id"], monitors, now)), flush=True)
                 elif command.strip() == "alone":
                     print(json.dumps({monitor_id: timed_tick(now, [monitor_id]) for monitor_id in monitors}),
                           flush=True)  # fmt: skip
@@ -413,6 +434,8 @@ class Size:
         )
         self.size = size
         self.ticks: list[float] = []
+        self.hourly: list[float] = []
+        self.old_sighting: list[list[float]] = []
         self.alone: dict[str, list[float]] = {}
         self.load: list[float] = []
 
@@ -432,7 +455,12 @@ class Size:
         self.process.wait()
         for monitor in figures["monitors"]:
             monitor["alone_ms"] = statistics.median(self.alone[str(monitor["id"])])
-        return figures | {"ticks_ms": self.ticks, "load": self.load}
+        return figures | {
+            "ticks_ms": self.ticks,
+            "hourly_ms": self.hourly,
+            "old_sighting_ms": self.old_sighting,
+            "load": self.load,
+        }
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -452,6 +480,10 @@ def measure(args: argparse.Namespace) -> list[dict]:
             for size in sizes:
                 size.load.append(os.getloadavg()[0])
                 size.ticks.append(size.ask("tick"))
+                size.hourly.append(size.ask("hourly"))
+        for _ in range(3):
+            for size in sizes:
+                size.old_sighting.append(size.ask("old-sighting"))
         for _ in range(args.ticks):
             for size in sizes:
                 for monitor_id, took in size.ask("alone").items():
@@ -466,6 +498,7 @@ def measure(args: argparse.Namespace) -> list[dict]:
 
 
 HEADER = ("calls stored", "runs", "rollup rows (monitored project, 7 days)", "tick ms median / best",
+          "hourly tick ms median (baselines summed again)",
           "statements per tick", "SQL ms per tick", "rows read per tick", "buffers per tick",
           "calls table read")  # fmt: skip
 
@@ -479,6 +512,7 @@ def row(result: dict) -> tuple[str, ...]:
         f"{result['runs']:,}",
         f"{result['rollups']:,} ({result['rollups_project_week']:,})",
         f"{statistics.median(result['ticks_ms']):.1f} / {min(result['ticks_ms']):.1f}",
+        f"{statistics.median(result['hourly_ms']):.1f}",
         f"{len(statements)}: " + ", ".join(f"{n} {verb}" for verb, n in Counter(verbs).most_common()),
         f"{sum(entry['ms'] for entry in statements):.1f}",
         f"{sum(entry['rows'] for entry in statements):,}",
@@ -533,7 +567,9 @@ def report(results: list[dict]) -> str:
     notes = [
         f"- {result['calls']:,} calls: filled in {result['fill_s']:.0f} s; calls table "
         f"{result['calls_bytes'] / 2**20:,.0f} MiB; firing: {', '.join(result['firing']) or 'none'}; "
-        f"load average {min(result['load']):.1f}-{max(result['load']):.1f} while ticking"
+        f"load average {min(result['load']):.1f}-{max(result['load']):.1f} while ticking; a cause first "
+        f"seen 6 days back, its monitor's tick that opens the episode / the next: "
+        + ", ".join(f"{opened:.1f} / {after:.1f} ms" for opened, after in result["old_sighting_ms"])
         for result in results
     ]
     sections.append("\n".join(notes))

@@ -234,6 +234,9 @@ class Monitor(models.Model):
     cooldown_minutes = models.PositiveIntegerField(default=10)
     # The first sightings (ingest.rollups.FirstSeen) up to this id have been looked at.
     seen_cursor = models.BigIntegerField(default=0)
+    # The baseline kinds' sums over the whole hours of their baseline, with the hour and scope they are
+    # for (``kinds.baseline``): taken again once an hour, not summed over days of roll-ups every tick.
+    baseline = models.JSONField(default=dict, blank=True)
     evaluated_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"

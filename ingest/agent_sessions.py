@@ -27,6 +27,7 @@ AGENT_FIELDS = (
     "agent_entry",
     "agent_depth",
     "root_invocation",
+    "agent_tools",
 )
 
 
@@ -168,6 +169,7 @@ def _fields(found: agents.CallAgent) -> dict:
         "agent_entry": invocation.entered if invocation else "",
         "agent_depth": invocation.depth if invocation else 0,
         "root_invocation": invocation.root if invocation else "",
+        "agent_tools": list(found.tools),
     }
 
 

@@ -15,6 +15,9 @@ invocation is its nearest agent ancestor. An invocation is entered:
   child run its own ``gen_ai.conversation.id``): a child run that belongs in its parent's session;
 * ``subagent``: directly under another agent span, no tool in between.
 
+An agent span may declare the agent's sub-agents (smolagents' managed agents): its model calls them as
+tools, so they are tools its calls offer beside the calls' own definitions (``CallAgent.tools``).
+
 Calls of invocations entered as a tool, by delegation or as a subagent are *nested* (depth > 0): they
 start no turn. Every invocation has a root (follow parents, handoffs included), and all calls under
 one root belong in one session: the run of the root's earliest top-level call.
@@ -30,7 +33,7 @@ on whatever part of the tree is stored, and is simply run again when more of it 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ingest import semconv
+from ingest import families, semconv
 
 ROOT = "root"
 HANDOFF = "handoff"
@@ -57,6 +60,7 @@ class AgentSpan:
     # Named only by the span's name (smolagents' ``researcher.run``): an agent if it has calls of its own
     # (``acting``), else a workflow around other agents (openai-agents' ``Agent workflow``).
     nameless: bool = False
+    sub_agents: tuple[str, ...] = ()  # the sub-agents it declares, by name
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,8 @@ class CallAgent:
 
     agent: str | None
     invocation: Invocation | None
+    # Tools the calls offer beyond their own definitions: the sub-agents their agent's span declares.
+    tools: tuple[str, ...] = ()
 
 
 def _text(attributes: Mapping, keys: Iterable[str]) -> str:
@@ -106,6 +112,7 @@ def agent_span(
         run_key=run_key,
         node_id=node_id,
         node_parent_id=_text(attributes, (semconv.GRAPH_NODE_PARENT_ID,)),
+        sub_agents=families.sub_agents(attributes),
     )
 
 
@@ -238,11 +245,12 @@ def call_agent(
     agents: Mapping[str, AgentSpan],
     resolved: Mapping[str, Invocation],
 ) -> CallAgent:
-    """The call's invocation (its nearest agent ancestor) and agent; else the agent the call names itself."""
+    """The call's invocation (its nearest agent ancestor), agent and the sub-agents that agent offers as
+    tools; else the agent the call names itself."""
     agent, _ = nearest_agent(parent_span_id, tree, agents)
     if agent is None:
         return CallAgent(own_agent or None, None)
-    return CallAgent(agent.name, resolved[agent.span_id])
+    return CallAgent(agent.name, resolved[agent.span_id], agent.sub_agents)
 
 
 @dataclass(frozen=True)

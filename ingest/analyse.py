@@ -71,7 +71,7 @@ def _start(run: Run) -> tuple[int, dict]:
 CALL_INPUT_FIELDS = (
     "seq turn start_ns end_ns request_model response_model provider uncached cache_write cache_read "
     "output reasoning prompt_total usage_raw item_list excluded manifest_source budget tool_calls "
-    "tool_definitions agent_name agent_invocation agent_depth"
+    "tool_definitions agent_tools agent_name agent_invocation agent_depth"
 ).split()
 
 
@@ -102,6 +102,7 @@ def call_input(
             "budget": call.budget,
             "tool_calls": call.tool_calls,
             "tool_definitions": call.tool_definitions,
+            "agent_tools": call.agent_tools,
             "contents": contents or {},
             "agent": call.agent_name or None,
             # A nested run (a sub-agent entered by a tool, delegation or as a subagent) is its own chain.

@@ -13,6 +13,7 @@ from django.db import connection, models
 from django.db.models.functions import Substr
 from django.utils import timezone
 
+from ctxcore.analysis.tools import offered
 from ctxcore.vocabulary import expand
 from ingest import compact, otlp
 from ingest.lookups import text_array
@@ -451,6 +452,8 @@ class Call(models.Model):
     agent_entry = models.CharField(max_length=16, blank=True)  # root, handoff, agent_as_tool, ...
     agent_depth = models.PositiveSmallIntegerField(default=0)  # > 0: inside a tool or child run
     root_invocation = models.CharField(max_length=16, blank=True)  # the top of its chain: the turn's
+    # Tools its agent's span offers beside ``tool_definitions``: the sub-agents it declares (names).
+    agent_tools = models.JSONField(default=list)
     uncached = models.BigIntegerField(null=True)
     cache_write = models.BigIntegerField(null=True)
     cache_read = models.BigIntegerField(null=True)
@@ -511,6 +514,7 @@ class Call(models.Model):
         "agent_entry",
         "agent_depth",
         "root_invocation",
+        "agent_tools",
     )
     # What an export leaves out: this database's ids and links, and what an import makes again (the
     # start time from start_ns, the item list from ``items``, the analysis). tests/ctxview/test_import.py
@@ -575,6 +579,7 @@ class Call(models.Model):
                 content = contents.get(item["hash"])
                 item["content"] = content.text if content else None
                 item["content_truncated"] = bool(content and content.truncated)
+        tools = offered(self.tool_definitions, self.agent_tools)
         return {
             "id": self.id,
             "url": url,
@@ -602,7 +607,9 @@ class Call(models.Model):
             "budget": self.budget,
             "prompt_version": self.prompt_version or None,
             "tool_calls": self.tool_calls,
-            "tool_definitions": self.tool_definitions,
+            # With the tools its agent's span offers (derived: named again in ``agent_tools``).
+            "tool_definitions": list(tools) if tools is not None else None,
+            "agent_tools": self.agent_tools,
             "finish_reasons": self.finish_reasons,
             "cache": self.cache_summary(),
             "buckets": (self.analysis or {}).get("buckets"),

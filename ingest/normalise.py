@@ -368,6 +368,10 @@ def call_record(
             manifest_error = "; ".join(manifest.warnings)
             content_captured = content_captured or any(item.content is not None for item in items)
             moved.append(semconv.CTXVIEW_MANIFEST)
+    stated_limit = attributes.get(semconv.CONTEXT_WINDOW_SIZE)
+    if budget is None and type(stated_limit) is int and 0 < stated_limit < 2**53:
+        # The context limit an instrumentation states for the call: the window's share of it is known.
+        budget = {"limit": int(stated_limit), "input": None, "reserved_output": None}
     for edit in families.context_edits(attributes)[:20]:
         cleared = ", ".join(
             f"{value} {key.removeprefix('cleared_').replace('_', ' ')}"

@@ -1,7 +1,8 @@
 """Per-scope, per-minute roll-ups of analysed calls, written with the analysis (the monitors read them).
 
 A roll-up row sums the calls of one run that started in one minute, for one service, model and agent:
-calls, billed input, the cache figures of the hit rate, cost, output, the peak window, and the breaks by
+calls, billed input, the cache figures of the hit rate, cost, output, the peak window (in tokens, and as
+a share of the call's context limit where the call states one), and the breaks by
 cause and the findings by type (each with its first call, item and, for a break, the bytes that differ).
 ``FirstSeen`` keeps, per scope, the first call where each cause and finding type appeared.
 
@@ -66,6 +67,9 @@ class Rollup(models.Model):
     max_input = models.BigIntegerField(null=True)  # the largest billed input of one call
     peak_window = models.BigIntegerField(null=True)
     peak_seq = models.IntegerField(null=True)
+    # The largest window as a share of its call's context limit, of the calls whose limit is known.
+    peak_share = models.FloatField(null=True)
+    share_seq = models.IntegerField(null=True)
     # {cause: {"n", "tokens", "cost", "last_at", "first": {"seq", "at", "item", "kind", "bytes"}}}
     breaks = models.JSONField(default=dict)
     findings = models.JSONField(default=dict)  # {type: {"n", "last_at", "first": {"seq", "at", "item"}}}
@@ -128,6 +132,8 @@ def empty() -> dict:
         "max_input": None,
         "peak_window": None,
         "peak_seq": None,
+        "peak_share": None,
+        "share_seq": None,
         "breaks": {},
         "findings": {},
     }
@@ -149,6 +155,9 @@ def contribution(call, cache: dict, window: int | None, findings: list[dict], co
         value.update(priced_calls=1, cost_usd=cost[0])
     if window is not None:
         value.update(peak_window=window, peak_seq=call.seq)
+        limit = (getattr(call, "budget", None) or {}).get("limit")
+        if limit:
+            value.update(peak_share=window / limit, share_seq=call.seq)
     if cache.get("broke"):
         item = cache.get("invalidator_item_id")
         first = {
@@ -197,6 +206,10 @@ def merge(into: dict, more: dict) -> dict:
         into["peak_window"] is None or more["peak_window"] > into["peak_window"]
     ):
         into["peak_window"], into["peak_seq"] = more["peak_window"], more["peak_seq"]
+    if more["peak_share"] is not None and (
+        into["peak_share"] is None or more["peak_share"] > into["peak_share"]
+    ):
+        into["peak_share"], into["share_seq"] = more["peak_share"], more["share_seq"]
     for cause, entry in more["breaks"].items():
         mine = into["breaks"].get(cause)
         if mine is None:

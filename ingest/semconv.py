@@ -37,6 +37,8 @@ AGENT_ID = ("gen_ai.agent.id",)
 GRAPH_NODE_ID = "graph.node.id"
 GRAPH_NODE_PARENT_ID = "graph.node.parent_id"
 SERVICE_NAME = "service.name"
+# Sentry's conventions (getsentry/sentry-conventions #315): the model's context limit for this call.
+CONTEXT_WINDOW_SIZE = "gen_ai.context.window_size"
 
 # Anthropic's cache diagnosis (``diagnostics.cache_miss_reason`` of a response: its ``type`` and
 # ``cache_missed_input_tokens``), flattened under this prefix by the ctxview SDK and by ingest (from

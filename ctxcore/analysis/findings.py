@@ -258,7 +258,7 @@ def unknown_tool_findings(call: CallInput) -> list[Candidate]:
 
 
 def unused_tools_finding(
-    usage: Mapping[str, Sequence[int]], called: Sequence[str], billed_input: int | None
+    usage: Mapping[str, Sequence[int | None]], called: Sequence[str], billed_input: int | None
 ) -> Finding | None:
     """Tools offered in the run and never called, with what their definitions cost (tokens x calls)."""
     called = set(called)
@@ -269,8 +269,10 @@ def unused_tools_finding(
     ]
     if not unused:
         return None
-    total = sum(entry["tokens"] for entry in unused)
-    share = total / billed_input if billed_input else None
+    known = [entry["tokens"] for entry in unused if entry["tokens"] is not None]
+    # Tools without a definition in the window (unknown tokens) make the figures a floor.
+    total = sum(known) if known else None
+    share = total / billed_input if billed_input and total is not None else None
     if share is not None and share > 1:
         # Estimated definition tokens over the billed input of the calls that reported it (some may not
         # have): more than the whole bill says the two do not cover the same calls. Unknown, not >100 %.
@@ -280,6 +282,8 @@ def unused_tools_finding(
         "tokens": total,
         "share_of_billed_input": round(share, 4) if share is not None else None,
     }
+    if len(known) < len(unused):
+        evidence["tokens_unknown_for"] = [entry["name"] for entry in unused if entry["tokens"] is None]
     severity = "warning" if share is not None and share >= 0.1 else "info"
     return Finding(UNUSED_TOOLS, severity, None, None, None, evidence)
 

@@ -32,6 +32,8 @@ class CallInput:
     budget: Mapping[str, int | None] | None = None
     tool_calls: tuple[Mapping[str, Any], ...] = ()
     tool_definitions: tuple[str, ...] | None = None  # None: the call did not report its catalogue
+    # Tools its agent's span declares beside the call's own: its sub-agents (``tools.offered``).
+    agent_tools: tuple[str, ...] = ()
     # Hash -> content text, where known: this call's items and, for byte diffs of a cache break, the
     # previous call's (Content rows are keyed by hash, so one query fetches both).
     contents: Mapping[str, str] = field(default_factory=dict)
@@ -65,6 +67,7 @@ class CallInput:
             budget=data.get("budget"),
             tool_calls=tuple(data.get("tool_calls") or ()),
             tool_definitions=tuple(str(name) for name in definitions) if definitions is not None else None,
+            agent_tools=tuple(str(name) for name in data.get("agent_tools") or ()),
             contents=dict(data.get("contents") or {}),
             agent=str(data["agent"])[:AGENT_CHARS] if data.get("agent") else None,
             invocation=str(data["invocation"])[:AGENT_CHARS] if data.get("invocation") else None,

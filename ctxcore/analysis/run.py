@@ -124,7 +124,7 @@ def _retire(retired: Mapping | None, lanes: list[Mapping]) -> dict | None:
         usage = dict(folded["tools"])
         for name, (calls, tokens) in lane["tools"].items():
             before = usage.get(name, (0, 0))
-            usage[name] = [before[0] + calls, before[1] + tokens]
+            usage[name] = [before[0] + calls, tools.add_tokens(before[1], tokens)]
         folded = {
             **folded,
             "agents": folded["agents"] + 1,

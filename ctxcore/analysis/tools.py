@@ -13,12 +13,20 @@ def tool_name(item: Item) -> str:
     return item.source or item.id
 
 
+def offered(definitions: Sequence[str] | None, agent_tools: Sequence[str]) -> tuple[str, ...] | None:
+    """A call's tool names, then those its agent's span declares (its sub-agents, which the model calls as
+    tools). None stays None: an agent's sub-agents alone are not the call's whole catalogue."""
+    if definitions is None:
+        return None
+    return tuple(dict.fromkeys([*definitions, *agent_tools]))
+
+
 def catalogue(call: CallInput) -> dict[str, int | None] | None:
     """Tool name -> its tokens in this call's window; None when the call did not say what it offered."""
     in_window = {tool_name(item): item.tokens for item in call.items if item.bucket == "tools"}
-    if call.tool_definitions is not None:
-        return {name: in_window.get(name) for name in call.tool_definitions}
-    return in_window or None
+    definitions = call.tool_definitions if call.tool_definitions is not None else tuple(in_window) or None
+    names = offered(definitions, call.agent_tools)
+    return {name: in_window.get(name) for name in names} if names is not None else None
 
 
 def called_names(call: CallInput) -> list[str]:
@@ -41,7 +49,13 @@ def says_what_it_called(call: CallInput) -> bool:
     return bool(call.tool_calls) or any(item.kind in ("message", "tool_result") for item in call.items)
 
 
-def updated_usage(usage: Mapping[str, Sequence[int]], call: CallInput) -> dict[str, list[int]]:
+def add_tokens(total: int | None, tokens: int | None) -> int | None:
+    """A sum of definition tokens: unknown once one part is (a tool named with no definition in the window,
+    such as a sub-agent its agent's span declares), never counted as 0."""
+    return None if total is None or tokens is None else total + tokens
+
+
+def updated_usage(usage: Mapping[str, Sequence[int | None]], call: CallInput) -> dict[str, list[int | None]]:
     """Per tool: in how many calls' catalogues it was, and its tokens summed over those calls."""
     offered = catalogue(call)
     if not offered:
@@ -49,5 +63,5 @@ def updated_usage(usage: Mapping[str, Sequence[int]], call: CallInput) -> dict[s
     updated = dict(usage)
     for name, tokens in offered.items():
         calls, total = updated.get(name, (0, 0))
-        updated[name] = [calls + 1, total + (tokens or 0)]
+        updated[name] = [calls + 1, add_tokens(total, tokens)]
     return updated

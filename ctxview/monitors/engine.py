@@ -64,7 +64,7 @@ def evaluate(now: datetime | None = None, ids: list[int] | None = None) -> dict[
 def evaluate_one(monitor: Monitor, now: datetime) -> str | None:
     """The monitor's state at ``now`` (its row locked by the caller): 'opened', 'resolved' or None."""
     episode = monitor.episodes.filter(resolved_at=None, test=False).order_by("-started_at").first()
-    fields = ["evaluated_at", "state", "seen_cursor"]
+    fields = ["evaluated_at", "state", "seen_cursor", "baseline"]
     monitor.evaluated_at = now
     outcome = None
     if episode is not None:

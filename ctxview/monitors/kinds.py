@@ -5,12 +5,16 @@ the cause of cache breaks or finding type, its first run, call and item, the byt
 figures behind it. The first-seen kinds (a cause of cache breaks or a finding type seen for the first
 time in the scope) read ``FirstSeen`` past the monitor's cursor, and clear once the scope has gone
 quiet: enough clean calls after the last sighting, or a quiet spell.
+
+What a tick reads must not grow with the calls stored: the figures of a window are summed in the
+database, and only the rows that hold a break or a finding come into Python (their JSON names the
+cause); a 7-day baseline is summed once an hour (``baseline``), not every tick.
 """
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Max, Sum
+from django.db.models import Max, Q, Sum
 
 from ctxview.models import Label, Monitor
 from ingest.rollups import SUMS, FirstSeen, Rollup, empty, merge
@@ -48,6 +52,7 @@ PARAMS: dict[str, dict[str, tuple]] = {
     },
     Kind.WINDOW_SIZE: {
         "above_tokens": (int, None, 1, 10**9),
+        "above_percent": (float, None, 1, 1000),  # of the call's context limit, where it is stated
         "window_minutes": (int, 30, 1, 10080),
     },
 }
@@ -63,6 +68,9 @@ class Verdict:
     cause: dict = field(default_factory=dict)
     evidence: dict = field(default_factory=dict)
     cursor: int | None = None  # the first-seen kinds: the FirstSeen id looked at up to
+
+
+SCOPE = ("service", "model", "agent", "label")
 
 
 def scoped(monitor: Monitor):
@@ -88,37 +96,67 @@ def window(monitor: Monitor, now: datetime, minutes: int):
     return scoped(monitor).filter(minute__gt=minute(now) - timedelta(minutes=minutes), minute__lte=now)
 
 
-FIELDS = ("run_id", "minute", *empty())
-
-
-def gather(rows) -> tuple[dict, dict[int, dict]]:
-    """The rows added up, and added up by run; each break's and finding's ``first`` names its run."""
-    total, by_run = empty(), {}
-    for row in rows.values(*FIELDS):
-        value = {name: row[name] for name in empty()}
-        for entries in (value["breaks"], value["findings"]):
-            for entry in entries.values():
-                entry["first"] = {**entry["first"], "run": row["run_id"], "minute": row["minute"].isoformat()}
-        merge(by_run.setdefault(row["run_id"], empty()), _copy(value))
-        merge(total, value)
-    return total, by_run
-
-
-def _copy(value: dict) -> dict:
-    return {
-        **value,
-        "breaks": {name: {**entry} for name, entry in value["breaks"].items()},
-        "findings": {name: {**entry} for name, entry in value["findings"].items()},
-    }
-
-
 def sums(rows) -> dict:
+    """The rows' counts added up in the database (no JSON read)."""
     found = rows.aggregate(
         **{name: Sum(name) for name in (*SUMS, "cost_usd")},
         max_input=Max("max_input"),
-        peak=Max("peak_window"),
+        peak_window=Max("peak_window"),
     )
+    # The largest figures stay unknown (None) where no call reported one.
+    return {
+        name: value if name in ("max_input", "peak_window") else value or 0 for name, value in found.items()
+    }
+
+
+def tally(rows, events: tuple[str, ...] = ("breaks",)) -> dict:
+    """The rows added up: counts in the database; the JSON of ``events`` ("breaks", "findings") read
+    only from the rows that hold some, each entry's ``first`` naming its run and minute."""
+    total = {**sums(rows), "breaks": {}, "findings": {}}
+    holding = Q()
+    for name in events:
+        holding |= ~Q(**{name: {}})
+    found = empty()
+    for row in rows.filter(holding).values("run_id", "minute", *events):
+        value = empty()
+        for name in events:
+            value[name] = {
+                key: {
+                    **entry,
+                    "first": {**entry["first"], "run": row["run_id"], "minute": row["minute"].isoformat()},
+                }
+                for key, entry in row[name].items()
+            }
+        merge(found, value)
+    total.update(breaks=found["breaks"], findings=found["findings"])
+    return total
+
+
+BASELINE_SUMS = ("hit_prompt", "hit_read", "cost_usd")
+
+
+def _baseline_sums(rows) -> dict:
+    found = rows.aggregate(**{name: Sum(name) for name in BASELINE_SUMS})
     return {name: value or 0 for name, value in found.items()}
+
+
+def baseline(monitor: Monitor, start: datetime) -> dict:
+    """The scope's ``BASELINE_SUMS`` over the ``baseline_days`` days before ``start``, exactly.
+
+    Summing days of roll-ups every tick grows with the calls of those days. The sums over the whole hours
+    ``(hour - days, hour]`` (``hour``: ``start`` to the hour) are kept on the monitor and taken again
+    when the hour or the scope changes; a tick adds the minutes since ``hour`` and takes off the ones the
+    baseline has left behind, under an hour of rows each. A roll-up rewritten for one of the kept hours
+    (a run analysed again) is counted at the next hour."""
+    days = timedelta(days=param(monitor, "baseline_days"))
+    hour = start.replace(minute=0, second=0, microsecond=0)
+    key = "|".join((hour.isoformat(), str(days.days), *(getattr(monitor, name) for name in SCOPE)))
+    if monitor.baseline.get("key") != key:
+        kept = _baseline_sums(scoped(monitor).filter(minute__gt=hour - days, minute__lte=hour))
+        monitor.baseline = {"key": key, **kept}
+    added = _baseline_sums(scoped(monitor).filter(minute__gt=hour, minute__lte=start))
+    left = _baseline_sums(scoped(monitor).filter(minute__gt=hour - days, minute__lte=start - days))
+    return {name: monitor.baseline[name] + added[name] - left[name] for name in BASELINE_SUMS}
 
 
 def hit_rate(figures: dict) -> float | None:
@@ -225,17 +263,15 @@ def first_seen_progress(monitor: Monitor, cause: dict, now: datetime) -> Verdict
     _, field_name, _ = _first_seen_kind(monitor)
     names = set(cause.get("names") or [cause.get("name")])
     started = datetime.fromisoformat(cause["at"]) if cause.get("at") else now
-    rows = list(since(monitor, started).values("calls", "first_ns", field_name))
+    rows = since(monitor, started)
+    total = tally(rows, events=(field_name,))
     last_ns = max(
-        (row[field_name][name]["last_at"] for row in rows for name in names & set(row[field_name])),
-        default=None,
+        (total[field_name][name]["last_at"] for name in names & set(total[field_name])), default=None
     )
-    clean = sum(
-        row["calls"]
-        for row in rows
-        if last_ns is not None and not names & set(row[field_name]) and (row["first_ns"] or 0) > last_ns
-    )
-    total, _ = gather(since(monitor, started))
+    clean = 0
+    if last_ns is not None:
+        without = rows.filter(first_ns__gt=last_ns).exclude(**{f"{field_name}__has_any_keys": sorted(names)})
+        clean = without.aggregate(calls=Sum("calls"))["calls"] or 0
     found = {**figures(total), "clean_calls": clean}
     if field_name == "breaks":
         hits = [total["breaks"][name] for name in names if name in total["breaks"]]
@@ -258,7 +294,7 @@ def first_seen_progress(monitor: Monitor, cause: dict, now: datetime) -> Verdict
 
 
 def cause_cost(monitor: Monitor, now: datetime) -> Verdict:
-    total, _ = gather(window(monitor, now, param(monitor, "window_minutes")))
+    total = tally(window(monitor, now, param(monitor, "window_minutes")))
     wanted = monitor.params.get("cause")
     names = {wanted} if wanted else None
     cost = sum(entry["cost"] for name, entry in total["breaks"].items() if names is None or name in names)
@@ -271,47 +307,43 @@ def cause_cost(monitor: Monitor, now: datetime) -> Verdict:
 
 def hit_rate_drop(monitor: Monitor, now: datetime) -> Verdict:
     minutes = param(monitor, "window_minutes")
-    rows = window(monitor, now, minutes)
-    total, _ = gather(rows)
+    total = tally(window(monitor, now, minutes))
     rate = hit_rate(total)
-    start = minute(now) - timedelta(minutes=minutes)
-    base = sums(
-        scoped(monitor).filter(
-            minute__gt=start - timedelta(days=param(monitor, "baseline_days")), minute__lte=start
-        )
-    )
-    baseline = hit_rate(base)
-    evidence = {**figures(total), "baseline_hit_rate": round(baseline, 4) if baseline is not None else None}
+    baseline_rate = hit_rate(baseline(monitor, minute(now) - timedelta(minutes=minutes)))
+    evidence = {
+        **figures(total),
+        "baseline_hit_rate": round(baseline_rate, 4) if baseline_rate is not None else None,
+    }
     if rate is None or total["hit_calls"] < param(monitor, "min_calls"):
         return Verdict(False, evidence=evidence)
     below = monitor.params.get("below")
     drop = monitor.params.get("drop_points")
     firing = (below is not None and rate < below) or (
-        drop is not None and baseline is not None and (baseline - rate) * 100 >= drop
+        drop is not None and baseline_rate is not None and (baseline_rate - rate) * 100 >= drop
     )
     return Verdict(firing, top_break(total), evidence)
 
 
 def cost_spike(monitor: Monitor, now: datetime) -> Verdict:
     minutes = param(monitor, "window_minutes")
-    total, by_run = gather(window(monitor, now, minutes))
+    rows = window(monitor, now, minutes)
+    total = tally(rows)
     evidence = figures(total)
     firing = False
     above = monitor.params.get("above_usd")
     cause = top_break(total)
-    if param(monitor, "per") == "run" and by_run:
-        run_id, costliest = max(by_run.items(), key=lambda pair: pair[1]["cost_usd"])
-        evidence["run_cost_usd"] = round(costliest["cost_usd"], 6)
-        cause = {**cause, "costliest_run": run_id}
-        firing = above is not None and costliest["cost_usd"] > above
+    if param(monitor, "per") == "run":
+        costliest = rows.values("run_id").annotate(cost=Sum("cost_usd")).order_by("-cost", "run_id").first()
+        if costliest is not None:
+            evidence["run_cost_usd"] = round(costliest["cost"], 6)
+            cause = {**cause, "costliest_run": costliest["run_id"]}
+            firing = above is not None and costliest["cost"] > above
     elif above is not None:
         firing = total["cost_usd"] > above
     times = monitor.params.get("times_baseline")
     if times is not None:
-        start = minute(now) - timedelta(minutes=minutes)
-        days = param(monitor, "baseline_days")
-        base = sums(scoped(monitor).filter(minute__gt=start - timedelta(days=days), minute__lte=start))
-        per_window = base["cost_usd"] / (days * 1440 / minutes)
+        base = baseline(monitor, minute(now) - timedelta(minutes=minutes))
+        per_window = base["cost_usd"] / (param(monitor, "baseline_days") * 1440 / minutes)
         evidence["baseline_cost_usd"] = round(per_window, 6)
         firing = firing or (per_window > 0 and total["cost_usd"] > times * per_window)
     limit = monitor.params.get("input_tokens_above")
@@ -322,19 +354,40 @@ def cost_spike(monitor: Monitor, now: datetime) -> Verdict:
 
 
 def window_size(monitor: Monitor, now: datetime) -> Verdict:
+    """The largest window of the scope's calls in the window: above ``above_tokens``, or above
+    ``above_percent`` of its call's context limit (only calls that state their limit can set that off)."""
     rows = window(monitor, now, param(monitor, "window_minutes"))
+    evidence, cause, firing = {}, {}, False
     peak = (
         rows.exclude(peak_window=None)
         .order_by("-peak_window", "minute")
         .values("run_id", "peak_window", "peak_seq")
         .first()
     )
-    if peak is None:
-        return Verdict(False)
-    cause = {"type": "window", "name": "window_size", "run": peak["run_id"], "seq": peak["peak_seq"]}
-    return Verdict(
-        peak["peak_window"] > monitor.params["above_tokens"], cause, {"peak_window": peak["peak_window"]}
-    )
+    if peak is not None:
+        evidence["peak_window"] = peak["peak_window"]
+        cause = {"type": "window", "name": "window_size", "run": peak["run_id"], "seq": peak["peak_seq"]}
+        above = monitor.params.get("above_tokens")
+        firing = above is not None and peak["peak_window"] > above
+    percent = monitor.params.get("above_percent")
+    if percent is not None:
+        share = (
+            rows.exclude(peak_share=None)
+            .order_by("-peak_share", "minute")
+            .values("run_id", "peak_share", "share_seq")
+            .first()
+        )
+        # None: no call of the window stated its limit (unknown, not 0 %).
+        evidence["peak_percent_of_limit"] = round(share["peak_share"] * 100, 2) if share else None
+        if share is not None and share["peak_share"] * 100 > percent and not firing:
+            firing = True
+            cause = {
+                "type": "window",
+                "name": "window_size",
+                "run": share["run_id"],
+                "seq": share["share_seq"],
+            }
+    return Verdict(firing, cause, evidence)
 
 
 def first_seen_kind(monitor: Monitor) -> bool:

@@ -79,8 +79,8 @@ def clean_params(kind: str, params) -> dict:
             raise Refused("a cost_spike monitor needs params.above_usd, times_baseline or input_tokens_above")
         if cleaned.get("per", "window") not in ("window", "run"):
             raise Refused("params.per must be 'window' or 'run'")
-    if kind == Monitor.Kind.WINDOW_SIZE and "above_tokens" not in cleaned:
-        raise Refused("a window_size monitor needs params.above_tokens")
+    if kind == Monitor.Kind.WINDOW_SIZE and not {"above_tokens", "above_percent"} & set(cleaned):
+        raise Refused("a window_size monitor needs params.above_tokens or above_percent")
     return cleaned
 
 

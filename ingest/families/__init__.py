@@ -104,6 +104,12 @@ def context_edits(attributes: dict) -> list[dict]:
     return [edit for family in FAMILIES if family.context_edits for edit in family.context_edits(attributes)]
 
 
+def sub_agents(attributes: dict) -> tuple[str, ...]:
+    """The names of the sub-agents an agent span declares, as any family sends them."""
+    found = (name for family in FAMILIES if family.sub_agents for name in family.sub_agents(attributes))
+    return tuple(dict.fromkeys(found))
+
+
 def _joined(name: str) -> tuple:
     return tuple(dict.fromkeys(value for family in FAMILIES for value in getattr(family, name)))
 
@@ -156,6 +162,7 @@ __all__ = [
     "finish_reasons",
     "input_messages",
     "output_messages",
+    "sub_agents",
     "system_parts",
     "tool_definitions",
 ]

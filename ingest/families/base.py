@@ -140,6 +140,9 @@ class Family:
     context_edits: Callable[[dict], list[dict]] | None = None
     # A coding CLI: calls assembled per session from its spans and log records (``ingest.sessions``).
     sessions: Sessions | None = None
+    # An agent span's attributes -> the names of the sub-agents it declares: its model is offered each
+    # as a tool (``ingest.agents``).
+    sub_agents: Callable[[dict], tuple[str, ...]] | None = None
     # (span name, attributes) -> whether this family assembles that span itself (no call of its own).
     claims_span: Callable[[str, dict], bool] = _never
     # Attributes of its log records that carry content: emptied for hash-only projects.

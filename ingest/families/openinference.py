@@ -9,7 +9,7 @@ from typing import Any
 
 from ingest import semconv
 from ingest.families.base import AGENT, MODEL_CALL, TOOL, Family, Read, UsageKeys
-from ingest.families.flattened import messages_reader, read_tools
+from ingest.families.flattened import entries, messages_reader, read_tools
 from ingest.families.messages import indexed, message, parse_json, parts_of, tool_call_parts, tool_response
 
 SPAN_KIND = "openinference.span.kind"
@@ -19,6 +19,11 @@ OUTPUT_MESSAGES = "llm.output_messages"
 TOOLS = "llm.tools"
 METADATA = "metadata"  # JSON; the Anthropic instrumentation adds the response's cache_miss_reason
 OUTPUT_VALUE = "output.value"  # the response object as JSON (Responses API: no llm.finish_reason)
+# openinference-instrumentation-smolagents: an AGENT span lists its managed agents
+# (``smolagents.managed_agents.0.name``), which smolagents offers its model as tools; the LLM spans'
+# ``llm.tools`` leave them out (0.1.43).
+MANAGED_AGENTS = "smolagents.managed_agents"
+MAX_SUB_AGENTS = 100
 
 # The Responses API has a status, no finish reason: as openinference-instrumentation-openai-agents maps it.
 _RESPONSE_STATUS = {"completed": "stop", "failed": "error", "cancelled": "cancelled"}
@@ -79,6 +84,15 @@ def tools(attributes: dict, content: dict) -> Read:
     whole = parse_json(attributes.get(TOOLS))
     definitions = [tool for entry in whole if (tool := _definition(entry))] if isinstance(whole, list) else []
     return (definitions, [TOOLS]) if definitions else (None, [])
+
+
+def sub_agents(attributes: dict) -> tuple[str, ...]:
+    """The managed agents an AGENT span names: flattened (as smolagents sends them) or one JSON list."""
+    found = entries(attributes, MANAGED_AGENTS) or parse_json(attributes.get(MANAGED_AGENTS))
+    listed = found if isinstance(found, list) else []
+    names = (entry.get("name") for entry in listed if isinstance(entry, dict))
+    kept = (name.strip()[:200] for name in names if isinstance(name, str) and name.strip())
+    return tuple(dict.fromkeys(kept))[:MAX_SUB_AGENTS]
 
 
 def finish_reasons(attributes: dict, content: dict) -> tuple[str, ...] | None:
@@ -161,4 +175,5 @@ FAMILY = Family(
     finish_reasons=finish_reasons,
     usage_details=usage_details,
     context_edits=context_edits,
+    sub_agents=sub_agents,
 )

@@ -31,6 +31,27 @@ def test_an_agent_span_named_only_by_its_span_name_is_marked_nameless():
     assert agents.agent_span("a1", "", {"agent.name": "triage"}, 1, "trace", "triage run").nameless is False
 
 
+def test_the_sub_agents_an_agent_span_declares_are_tools_of_its_own_calls_only():
+    # smolagents: manager m names its managed agent; the researcher r runs under m's step s.
+    managed = {
+        "openinference.span.kind": "AGENT",
+        "smolagents.managed_agents.0.name": "researcher",
+        "smolagents.managed_agents.0.description": "Finds facts.",
+        "smolagents.managed_agents.1.name": " ",
+    }
+    manager = agents.agent_span("m", "", managed, 1, "trace", "manager.run")
+    researcher = agents.agent_span("r", "s", {"openinference.span.kind": "AGENT"}, 2, "trace", "r.run")
+    assert (manager.sub_agents, researcher.sub_agents) == (("researcher",), ())
+    tree, by_id, found = resolve({"m": "", "s": "m", "r": "s"}, (), [manager, researcher])
+    assert agents.call_agent("s", None, tree, by_id, found).tools == ("researcher",)
+    assert agents.call_agent("r", None, tree, by_id, found).tools == ()
+    # Also as one JSON list; junk names nothing.
+    listed = {"smolagents.managed_agents": '[{"name": "a"}, {"name": "b"}, {"name": 3}, "c"]'}
+    assert agents.agent_span("x", "", listed, 1, "trace", "x.run").sub_agents == ("a", "b")
+    unnamed = {"smolagents.managed_agents": "a"}
+    assert agents.agent_span("y", "", unnamed, 1, "trace", "y.run").sub_agents == ()
+
+
 def test_a_nameless_agent_span_is_an_invocation_only_with_calls_of_its_own():
     # openai-agents: a nameless workflow w around the named triage t, whose call c1 is under t.
     # smolagents: nameless manager m with call c2, its nameless researcher r (under m's step s) with c3.

@@ -366,6 +366,22 @@ def test_a_call_without_content_keeps_its_usage_and_says_so():
     assert "content was not captured" in record.notes[-1]
 
 
+@pytest.mark.parametrize(
+    ("stated", "budget"),
+    [
+        (128_000, {"limit": 128_000, "input": None, "reserved_output": None}),
+        (0, None),
+        (-5, None),
+        (True, None),
+        ("128000", None),  # a string is not the integer Sentry's convention gives
+        (128_000.5, None),
+    ],
+)
+def test_a_context_limit_the_instrumentation_states_is_the_calls_budget_limit(stated, budget):
+    attributes = {"gen_ai.operation.name": "chat", "gen_ai.context.window_size": stated}
+    assert normalise.call_record(span(attributes), {}).budget == budget
+
+
 def test_an_explicit_manifest_wins_over_derived_items():
     manifest = {
         "schema": "ctxview.manifest/1",

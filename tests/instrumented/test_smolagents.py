@@ -5,7 +5,10 @@ The manager hands the task to its managed ``researcher`` (a tool call), which lo
 answers; the manager then answers the user. smolagents marks its agents only by the AGENT spans' names
 (``manager.run``, ``researcher.run``), with each agent's model calls below its own. ctxview read the
 researcher's first call as a ``tools_changed`` break against the manager's (another agent, other tools),
-attributed no agent, and counted more than the one user turn."""
+attributed no agent, and counted more than the one user turn. The manager's requests offer ``researcher``
+as a tool, but the instrumentation names it only on the manager's AGENT span
+(``smolagents.managed_agents.0.name``), not in its LLM spans' ``llm.tools``: ctxview read the call to it
+as a call of an unknown tool."""
 
 import pytest
 from openinference.instrumentation.smolagents import SmolagentsInstrumentor
@@ -38,7 +41,8 @@ def get_weather(city: str) -> str:
     return "18C, light rain"
 
 
-def record() -> list:
+def record() -> tuple[list, list[list[str]]]:
+    """The finished spans, and the tool names each request to the fake offered, in order."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -57,9 +61,12 @@ def record() -> list:
             manager = ToolCallingAgent(tools=[], model=model, managed_agents=[researcher], name="manager")
             assert manager.run("What's the weather in Paris?") == "It is 18C with light rain in Paris."
             assert (fake.errors, fake.pending) == ([], 0)
+            offered = [
+                [tool["function"]["name"] for tool in request.body["tools"]] for request in fake.requests
+            ]
     finally:
         instrumentor.uninstrument()
-    return list(exporter.get_finished_spans())
+    return list(exporter.get_finished_spans()), offered
 
 
 @pytest.fixture
@@ -68,10 +75,18 @@ def recorded():
 
 
 def test_a_managed_agent_is_an_agent_of_its_own_one_turn_and_no_break(recorded, send_as, client, key):
-    assert {span.instrumentation_scope.name for span in recorded} == {
-        "openinference.instrumentation.smolagents"
-    }
-    send_as(key, encode_spans(recorded))
+    spans, offered = recorded
+    assert {span.instrumentation_scope.name for span in spans} == {"openinference.instrumentation.smolagents"}
+    # What the requests really offered: each agent's tools, the manager's managed agent among its own.
+    assert offered == [
+        ["final_answer", "researcher"],
+        ["get_weather", "final_answer"],
+        ["get_weather", "final_answer"],
+        ["final_answer", "researcher"],
+    ]
+    [manager] = [span for span in spans if span.name == "manager.run"]
+    assert manager.attributes["smolagents.managed_agents.0.name"] == "researcher"
+    send_as(key, encode_spans(spans))
     headers = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
     [run] = client.get("/api/v1/runs", **headers).json()["runs"]
     calls = client.get(f"/api/v1/runs/{run['id']}/calls", **headers).json()["calls"]
@@ -82,12 +97,31 @@ def test_a_managed_agent_is_an_agent_of_its_own_one_turn_and_no_break(recorded, 
     # only, not the cached part the provider reported: unknown, not 0.
     assert [call["usage"]["prompt_total"] for call in calls] == [prompt for _, prompt, _, _ in SCRIPT]
     assert [call["usage"]["cache_read"] for call in calls] == [None] * 4
-    # The instrumentation leaves the managed agent out of the manager's llm.tools (the request offered
-    # final_answer and researcher), so the manager's call to it reads as a call of an unknown tool.
-    first = client.get(f"/api/v1/calls/{calls[0]['id']}", **headers).json()
-    assert first["tool_definitions"] == ["final_answer"]
+    # The manager's llm.tools leave its managed agent out; its AGENT span names it: the calls offer the
+    # tools the requests offered, the managed agent marked as the agent span's.
+    details = [client.get(f"/api/v1/calls/{call['id']}", **headers).json() for call in calls]
+    assert [detail["tool_definitions"] for detail in details] == offered
+    assert [detail["agent_tools"] for detail in details] == [["researcher"], [], [], ["researcher"]]
     findings = client.get(f"/api/v1/runs/{run['id']}/findings", **headers).json()["findings"]
+    assert [finding for finding in findings if finding["type"] == "unknown_tool_called"] == []
     breaks = [
         finding for finding in findings if finding["type"] in ("cache_invalidated", "invisible_invalidator")
     ]
     assert breaks == []
+
+
+def test_the_managed_agent_is_offered_when_the_managers_span_comes_last(recorded, send_as, client, key):
+    # The AGENT span ends after its calls, so an exporter may send it in a later batch: the manager's
+    # calls are read again then, and its call to the researcher is no longer of an unknown tool.
+    spans, offered = recorded
+    send_as(key, encode_spans([span for span in spans if span.name != "manager.run"]))
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
+    [run] = client.get("/api/v1/runs", **headers).json()["runs"]
+    findings = client.get(f"/api/v1/runs/{run['id']}/findings", **headers).json()["findings"]
+    assert [finding["type"] for finding in findings].count("unknown_tool_called") == 1
+    send_as(key, encode_spans([span for span in spans if span.name == "manager.run"]))
+    calls = client.get(f"/api/v1/runs/{run['id']}/calls", **headers).json()["calls"]
+    details = [client.get(f"/api/v1/calls/{call['id']}", **headers).json() for call in calls]
+    assert [detail["tool_definitions"] for detail in details] == offered
+    findings = client.get(f"/api/v1/runs/{run['id']}/findings", **headers).json()["findings"]
+    assert [finding for finding in findings if finding["type"] == "unknown_tool_called"] == []

@@ -112,6 +112,22 @@ def test_a_call_to_a_tool_not_in_the_catalogue_is_unknown_tool_called():
     assert finding["evidence"] == {"tool": "read_log", "offered": ["query_metrics", "search_logs"]}
 
 
+def test_a_call_to_a_sub_agent_its_agent_declares_is_not_an_unknown_tool():
+    calls = [
+        call(
+            1,
+            [system(), message(1)],
+            tool_definitions=["final_answer"],
+            agent_tools=["researcher"],
+            tool_calls=[{"name": "researcher", "id": "c1"}, {"name": "read_log", "id": "c2"}],
+        )
+    ]
+    results, _ = analyse(calls)
+
+    [finding] = findings_of(results, "unknown_tool_called")
+    assert finding["evidence"] == {"tool": "read_log", "offered": ["final_answer", "researcher"]}
+
+
 def test_no_catalogue_reported_means_no_unknown_tool_finding():
     results, _ = analyse([call(1, [system()], tool_calls=[{"name": "read_log", "id": "c1"}])])
 
@@ -291,6 +307,28 @@ def test_a_run_without_agents_reads_as_one_agent_without_naming_it():
     assert [entry["type"] for entry in plain] == ["unused_tools", "quadratic_history"]
     assert all("agent" not in entry["evidence"] for entry in plain)
     assert [{**entry, "evidence": {**entry["evidence"], "agent": "solo"}} for entry in plain] == solo
+
+
+def test_an_unused_tool_without_a_definition_in_the_window_has_unknown_tokens_not_zero():
+    search = tool("search_logs", 237)
+    calls = [
+        call(
+            seq, [search, system(), message(1)], tool_definitions=["search_logs"], agent_tools=["researcher"]
+        )
+        for seq in (1, 2)
+    ]
+    [finding] = [entry for entry in run_findings(calls)["findings"] if entry["type"] == "unused_tools"]
+    evidence = finding["evidence"]
+    assert evidence["tools"] == [
+        {"name": "researcher", "calls": 2, "tokens": None},
+        {"name": "search_logs", "calls": 2, "tokens": 474},
+    ]
+    assert (evidence["tokens"], evidence["tokens_unknown_for"]) == (474, ["researcher"])  # a floor
+    only = [
+        call(seq, [system(), message(1)], tool_definitions=[], agent_tools=["researcher"]) for seq in (1, 2)
+    ]
+    [alone] = [entry for entry in run_findings(only)["findings"] if entry["type"] == "unused_tools"]
+    assert (alone["evidence"]["tokens"], alone["evidence"]["share_of_billed_input"]) == (None, None)
 
 
 def test_unused_tools_never_claim_more_than_the_whole_billed_input():
