@@ -39,7 +39,8 @@ urlpatterns = [
     path("api/v1/runs/<int:run_id>/notes", review_api.run_notes, name="cv-api-run-notes"),
     path("api/v1/notes/<int:note_id>", review_api.note_detail, name="cv-api-note"),
     path("api/v1/runs/<int:run_id>/labels", review_api.run_labels, name="cv-api-run-labels"),
-    path("api/v1/runs/<int:run_id>/labels/<str:name>", review_api.run_label, name="cv-api-run-label"),
+    # <path:...>: a label name may hold a "/" ("team/payments"), which <str:...> would not match.
+    path("api/v1/runs/<int:run_id>/labels/<path:name>", review_api.run_label, name="cv-api-run-label"),
     path("api/v1/calls/<int:call_id>/bookmark", review_api.call_bookmark, name="cv-api-call-bookmark"),
     path("api/v1/runs/<int:run_id>/export", review_api.run_export, name="cv-api-run-export"),
     path("api/v1/runs/<int:run_id>/calls.csv", review_api.run_calls_csv, name="cv-api-run-csv"),

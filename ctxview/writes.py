@@ -139,7 +139,8 @@ def add_label(run: Run, user, *, name, link="") -> Label:
 
 
 def remove_label(run: Run, name: str) -> bool:
-    deleted, _ = run.labels.filter(name=name).delete()
+    """Removes the label named so, in any case (labels are stored lower-case, as ``add_label`` wrote them)."""
+    deleted, _ = run.labels.filter(name=name.strip().lower() if isinstance(name, str) else "").delete()
     return bool(deleted)
 
 

@@ -159,3 +159,16 @@ def test_a_project_is_created_once_with_its_owner_as_admin(alice):
         with pytest.raises(writes.Refused, match=message) as refused:
             writes.create_project(name, slug=slug)
         assert refused.value.status == status
+
+
+def test_a_label_is_removed_whatever_its_case_and_with_a_slash_in_its_name(editor, run):
+    for name, asked in (("Incident", "INCIDENT"), ("team/payments", quote("Team/Payments", safe=""))):
+        writes.add_label(run, None, name=name)
+        response = editor.delete(f"/api/v1/runs/{run.id}/labels/{asked}")
+        assert response.status_code == 204, (name, response.content)
+    assert list(run.labels.all()) == []
+    assert editor.delete(f"/api/v1/runs/{run.id}/labels/team/payments").status_code == 404  # gone
+    # The page's form removes one the same way.
+    writes.add_label(run, None, name="Incident")
+    assert page_message(editor, run, "remove_label", {"name": "INCIDENT"}) is None
+    assert list(run.labels.all()) == []
