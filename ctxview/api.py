@@ -16,7 +16,15 @@ from ctxcore import analysis, catalogue
 from ctxview.api_common import api_view, error, get_run, int_query
 from ctxview.panels import agents as agents_panel
 from ctxview.params import BadParameter, time_param
-from ctxview.queries import agent_groups, agent_rows, context_edits, finding_counts, manifests, prices_of
+from ctxview.queries import (
+    agent_groups,
+    agent_rows,
+    context_edits,
+    finding_counts,
+    manifests,
+    prices_of,
+    tool_executions,
+)
 from ctxview.search import search_runs
 from ctxview.shapes.runs import search_terms
 from ingest import export_format
@@ -146,7 +154,9 @@ def run_detail(request: HttpRequest, projects: QuerySet[Project], run_id: int) -
         return error("no such run", 404)
     data = agent_rows(run)
     invocations = agents_panel.invocations(data["rows"], data["first_items"], data["prices"])
-    return JsonResponse({**run_to_dict(run, request), "invocations": invocations})
+    return JsonResponse(
+        {**run_to_dict(run, request), "invocations": invocations, "tool_executions": tool_executions(run)}
+    )
 
 
 @api_view

@@ -5,6 +5,7 @@ pulls two small keys out of ``Call.analysis`` in SQL instead of the whole manife
 """
 
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from urllib.parse import quote
 
 from django.core.cache import cache
@@ -32,7 +33,8 @@ from ctxcore.analysis.limits import CONTEXT_EDITS, one_hour_tokens
 from ctxcore.analysis.limits import context_edits as read_context_edits
 from ctxview.models import Bookmark, Label, Note
 from ctxview.search import search_runs
-from ingest.models import Call, Content, Finding, Project, Run
+from ingest.models import Call, Content, Finding, Operation, Project, Run, Span
+from ingest.tool_executions import ToolSpan, executions
 
 USAGE = ("uncached", "cache_write", "cache_read", "output", "prompt_total")
 # The finding types a cache break raises (one per cause and part of the request, from its first break).
@@ -281,6 +283,84 @@ def call_dict(call: Call) -> dict:
 def calls_by_seq(run: Run, seqs: Iterable[int]) -> dict[int, dict]:
     """Some calls of a run, by seq, as ``call_dict``s."""
     return {call.seq: call_dict(call) for call in run.calls.filter(seq__in=list(seqs))}
+
+
+def tool_executions(run: Run, seq: int | None = None) -> list[dict]:
+    """The run's tool executions in start order, one per execution however many spans tell of it
+    (``ingest.tool_executions``), each with the seq of the call that asked for it (by its tool call id,
+    else null); ``seq``: only the executions that call asked for."""
+    calls = run.calls.filter(seq__isnull=False)
+    if seq is not None:
+        calls = calls.filter(seq=seq)
+    asked, traces = {}, set()
+    for call_seq, trace_id, tool_calls in calls.values_list("seq", "trace_id", "tool_calls"):
+        traces.add(trace_id)
+        for tool_call in tool_calls or ():
+            if isinstance(tool_call, dict) and tool_call.get("id"):
+                asked.setdefault(str(tool_call["id"]), call_seq)
+    found = [
+        {**execution, "call_seq": asked.get(execution["call_id"] or "")}
+        for execution in trace_tool_executions(run.project_id, traces)
+    ]
+    return [execution for execution in found if seq is None or execution["call_seq"] == seq]
+
+
+def trace_tool_executions(project_id: int, traces: set[str]) -> list[dict]:
+    """The tool executions of these traces, in start order (the rule: ``ingest.tool_executions``)."""
+    if not traces:
+        return []
+    tools: dict[str, list[ToolSpan]] = {}
+    stops: dict[str, set[str]] = {}
+    fields = ("span_id", "parent_span_id", "name", "start_ns", "end_ns", "call_id", "arguments_bytes")
+    rows = Operation.objects.filter(project_id=project_id, trace_id__any_of=traces).values_list(
+        "trace_id", "kind", *fields, "result_bytes", "details"
+    )
+    for trace_id, kind, *values, result, details in rows:
+        if kind == Operation.Kind.AGENT:
+            stops.setdefault(trace_id, set()).add(values[0])
+        else:
+            tools.setdefault(trace_id, []).append(
+                ToolSpan(*values, result_bytes=result, details=details or {})
+            )
+    # Spans of one execution run the same tool: only a trace where a tool name comes twice needs the
+    # spans between them (its stored span links) and its model calls (an execution never spans one).
+    nested = {
+        trace_id
+        for trace_id, spans in tools.items()
+        if len({span.name.strip().casefold() for span in spans}) < len(spans)
+    }
+    links: dict[str, dict[str, str]] = {}
+    if nested:
+        for trace_id, span_id, parent in Span.objects.filter(
+            project_id=project_id, trace_id__any_of=nested
+        ).values_list("trace_id", "span_id", "parent_span_id"):
+            links.setdefault(trace_id, {})[span_id] = parent
+        for trace_id, span_id in Call.objects.filter(
+            project_id=project_id, trace_id__any_of=nested
+        ).values_list("trace_id", "span_id"):
+            stops.setdefault(trace_id, set()).add(span_id)
+    found: list[tuple[tuple, dict]] = []
+    for trace_id, spans in tools.items():
+        for execution in executions(spans, links.get(trace_id, {}), stops.get(trace_id, set())):
+            key = (execution.start_ns, trace_id, execution.span_id)
+            found.append(
+                (
+                    key,
+                    {
+                        "name": execution.name,
+                        "call_id": execution.call_id or None,
+                        "trace_id": trace_id,
+                        "span_id": execution.span_id,
+                        "started_at": datetime.fromtimestamp(execution.start_ns / 1e9, tz=UTC).isoformat(),
+                        "duration_ms": round((execution.end_ns - execution.start_ns) / 1e6, 3),
+                        "arguments_bytes": execution.arguments_bytes,
+                        "result_bytes": execution.result_bytes,
+                        "details": execution.details,
+                        "spans": list(execution.spans),
+                    },
+                )
+            )
+    return [execution for _, execution in sorted(found, key=lambda pair: pair[0])]
 
 
 def contents(project_id: int, hashes: Iterable[str]) -> dict[str, str]:

@@ -142,6 +142,8 @@ def call(request: HttpRequest, call_id: int) -> HttpResponse:
         "findings": findings,
         "neighbours": neighbours,
         "call_count": run.call_count,
+        # Executions of the tools it asked for, one however many spans tell of each.
+        "tool_executions": queries.tool_executions(run, seq=call.seq) if call.seq is not None else [],
         **notes_region(request.user, run, call=call),
     }
     context["replayed"] = _replayed(request, call)

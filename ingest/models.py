@@ -710,6 +710,9 @@ class Operation(models.Model):
     result_bytes = models.PositiveIntegerField(null=True)
     start_ns = models.BigIntegerField()
     end_ns = models.BigIntegerField()
+    # What the span adds to its tool execution beyond the shared keys (an MCP span: its method, session and
+    # server), by attribute name (``families.tool_details``).
+    details = models.JSONField(default=dict)
 
     class Meta:
         constraints = [

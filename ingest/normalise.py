@@ -488,6 +488,8 @@ def operation_record(span: dict, kind: str) -> dict:
     """A tool execution or agent invocation: what ran, with the sizes of what went in and out."""
     attributes = span["attributes"]
     name, _ = _first_text(attributes, semconv.TOOL_NAME if kind == TOOL else semconv.AGENT_NAME)
+    if not name and kind == TOOL:
+        name = families.tool_name(span.get("name", ""), attributes)
     arguments = next((attributes[key] for key in semconv.TOOL_CALL_ARGUMENTS if key in attributes), None)
     result = next((attributes[key] for key in semconv.TOOL_CALL_RESULT if key in attributes), None)
     return {
@@ -502,4 +504,5 @@ def operation_record(span: dict, kind: str) -> dict:
         "start_ns": span["start_time_unix_nano"],
         "end_ns": span["end_time_unix_nano"],
         "run_key": run_key(attributes, span["trace_id"])[0],
+        "details": families.tool_details(attributes) if kind == TOOL else {},
     }

@@ -10,6 +10,7 @@ from ingest.families import (
     codex,
     gemini_cli,
     logfire,
+    mcp,
     openinference,
     openllmetry,
     otel_events,
@@ -26,6 +27,7 @@ FAMILIES: tuple[Family, ...] = (
     otel_events.FAMILY,  # only where no family found messages on the span itself
     pydantic_ai.FAMILY,
     logfire.FAMILY,
+    mcp.FAMILY,  # MCP's own spans: a tools/call is a tool execution
     # The coding CLIs: calls assembled per session from their logs and spans (ingest.sessions).
     claude_code.FAMILY,
     codex.FAMILY,
@@ -110,6 +112,25 @@ def sub_agents(attributes: dict) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
+def tool_name(name: str, attributes: dict) -> str:
+    """The tool a tool-execution span ran, where no shared key (``semconv.TOOL_NAME``) names it."""
+    for family in FAMILIES:
+        if family.tool_name is not None and (found := family.tool_name(name, attributes)):
+            return found
+    return ""
+
+
+def tool_details(attributes: dict) -> dict:
+    """What a tool-execution span adds to its execution beyond the shared keys (MCP: method, session,
+    server), by attribute name."""
+    return {
+        key: value
+        for family in FAMILIES
+        if family.tool_details
+        for key, value in family.tool_details(attributes).items()
+    }
+
+
 def _joined(name: str) -> tuple:
     return tuple(dict.fromkeys(value for family in FAMILIES for value in getattr(family, name)))
 
@@ -165,4 +186,6 @@ __all__ = [
     "sub_agents",
     "system_parts",
     "tool_definitions",
+    "tool_details",
+    "tool_name",
 ]

@@ -143,6 +143,11 @@ class Family:
     # An agent span's attributes -> the names of the sub-agents it declares: its model is offered each
     # as a tool (``ingest.agents``).
     sub_agents: Callable[[dict], tuple[str, ...]] | None = None
+    # A tool execution's (span name, attributes) -> the tool it ran, where no shared key names it.
+    tool_name: Callable[[str, dict], str] | None = None
+    # A tool execution's attributes -> what this family's span adds to it (an MCP span: its method, session
+    # and server), by attribute name; shown with the execution the span is part of.
+    tool_details: Callable[[dict], dict] | None = None
     # (span name, attributes) -> whether this family assembles that span itself (no call of its own).
     claims_span: Callable[[str, dict], bool] = _never
     # Attributes of its log records that carry content: emptied for hash-only projects.
