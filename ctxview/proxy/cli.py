@@ -19,7 +19,7 @@ from pathlib import Path
 from aiohttp import web
 
 from ctxview.proxy import runs, server, spool
-from ctxview.proxy.export import Recorder, Sender
+from ctxview.proxy.recording import RecordingProcess
 
 logger = logging.getLogger("ctxview.proxy")
 
@@ -84,35 +84,44 @@ def main(argv: list[str] | None = None) -> int:
         parser().error("--key (or $CTXVIEW_INGEST_KEY) is required: the project's ingest key")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s ctxview-proxy %(levelname)s %(message)s")
     directory = options.spool or spool.default_directory()
-    queue = spool.Spool(directory, options.spool_max_calls, options.spool_max_mb * 2**20)
-    recorder = Recorder(queue, Sender(queue, options.send_to, options.key))
-    proxy = server.Proxy(dict(options.upstream), recorder.submit, runs.load_salt(directory))
+    recording = RecordingProcess(
+        options.send_to, options.key, directory, options.spool_max_calls, options.spool_max_mb * 2**20
+    )
+    proxy = server.Proxy(dict(options.upstream), recording.submit, runs.load_salt(directory))
     host, port = options.listen
-    recorder.start()
-    try:
-        asyncio.run(_serve(proxy, host, port, options.send_to, directory, len(queue)))
-    finally:
-        recorder.stop()
+    serve(proxy, host, port, recording)
     return 0
 
 
-async def _serve(
-    proxy: server.Proxy, host: str, port: int, send_to: str, directory: Path, spooled: int
-) -> None:
+def serve(proxy: server.Proxy, host: str, port: int, recording: RecordingProcess | None = None) -> None:
+    """Serve ``proxy`` until SIGINT or SIGTERM, then let ``recording`` finish what it was handed."""
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        runner.run(_serve(proxy, host, port, recording))
+
+
+def _loop_factory():
+    """uvloop's event loop where it is installed (not on Windows), else asyncio's own."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+async def _serve(proxy: server.Proxy, host: str, port: int, recording: RecordingProcess | None) -> None:
     runner = web.AppRunner(proxy.app(), access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    logger.info(
-        "listening on http://%s:%d (/anthropic, /openai/v1, /gemini), recording to %s, spool %s (%d waiting)",
-        host,
-        port,
-        send_to,
-        directory,
-        spooled,
-    )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    await stop.wait()
-    await runner.cleanup()
+    try:
+        if recording is not None:
+            await recording.start()
+        await runner.setup()
+        await web.TCPSite(runner, host, port).start()
+        logger.info("listening on http://%s:%d (/anthropic, /openai/v1, /gemini)", host, port)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+    finally:
+        await runner.cleanup()  # waits for the requests in flight: each hands its call over
+        if recording is not None:
+            await recording.close()

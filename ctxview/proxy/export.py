@@ -1,10 +1,12 @@
-"""Recording and sending, off the request path: two threads between the proxy and the receiver.
+"""Recording and sending, off the request path, between the proxy and the receiver.
 
-No Django here. The server hands each finished exchange to ``Recorder.submit`` (never blocks: a full
-hand-off queue drops the call, with a counter and a log line). The recording thread turns it into a
-span (``record``, ``runs``) and writes it to the spool; the sending thread sends the spool's oldest spans
-with the OpenTelemetry SDK's OTLP/HTTP protobuf exporter, and removes them once the receiver took them.
-While the receiver is down or refuses, spans wait on disk and the thread retries with a growing pause.
+No Django here. ``Recorder.record`` turns a finished exchange into a span (``record``, ``runs``) and
+writes it to the spool; the sending thread sends the spool's oldest spans with the OpenTelemetry SDK's
+OTLP/HTTP protobuf exporter, and removes them once the receiver took them. While the receiver is down or
+refuses, spans wait on disk and the thread retries with a growing pause. The proxy runs both in its
+recording process (``recording``); ``Recorder.submit`` records on a thread of the calling process
+instead (never blocks: a full hand-off queue drops the call, with a counter and a log line), for a proxy
+served in-process (tests).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from ctxview.proxy import record
+from ctxview.proxy.exchange import Exchange
 from ctxview.proxy.runs import Runs
 from ctxview.proxy.spool import Spool
 
@@ -44,7 +47,7 @@ def service_of(user_agent: str) -> str:
     return product[:100] or DEFAULT_SERVICE
 
 
-def span_of(exchange: record.Exchange, run_attributes: dict) -> dict:
+def span_of(exchange: Exchange, run_attributes: dict) -> dict:
     """The spooled form of a recorded call: what ``to_readable`` rebuilds a span from."""
     attributes = record.attributes_of(exchange) | run_attributes
     model = attributes.get(record.REQUEST_MODEL, "")
@@ -123,8 +126,10 @@ class Sender:
         self.wait_idle(drain_s)
         self._stop.set()
         self.wake.set()
-        self._thread.join(timeout=drain_s + 15)
+        # Before the join: it ends the exporter's own retries (up to its timeout while the receiver is
+        # down); a batch cut short stays in the spool.
         self.exporter.shutdown()
+        self._thread.join(timeout=drain_s + 15)
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Whether the spool became empty within ``timeout_s`` (tests, shutdown)."""
@@ -202,7 +207,7 @@ class Recorder:
         self.runs = runs or Runs()
         self.dropped = 0
         self.recorded = 0
-        self._queue: queue.Queue[record.Exchange | None] = queue.Queue(maxsize=QUEUE_SIZE)
+        self._queue: queue.Queue[Exchange | None] = queue.Queue(maxsize=QUEUE_SIZE)
         self._thread = threading.Thread(target=self._run, name="ctxview-proxy-recorder", daemon=True)
 
     def start(self) -> None:
@@ -210,7 +215,7 @@ class Recorder:
         if self.sender is not None:
             self.sender.start()
 
-    def submit(self, exchange: record.Exchange) -> None:
+    def submit(self, exchange: Exchange) -> None:
         """Hand a finished exchange over; never waits."""
         try:
             self._queue.put_nowait(exchange)
@@ -233,20 +238,25 @@ class Recorder:
         if self.sender is not None:
             self.sender.stop(drain_s)
 
+    def record(self, exchange: Exchange) -> None:
+        """Turn one exchange into a spooled span, on the calling thread."""
+        try:
+            run_attributes = self.runs.attributes(
+                exchange.request_headers, exchange.key_hash, exchange.route, exchange.start_ns / 1e9
+            )
+            self.spool.put(span_of(exchange, run_attributes))
+            self.recorded += 1
+            if self.sender is not None:
+                self.sender.wake.set()
+        except Exception:  # one unreadable exchange must not stop the recording
+            logger.exception("could not record a call to %s", exchange.path)
+
     def _run(self) -> None:
         while True:
             exchange = self._queue.get()
             try:
                 if exchange is None:
                     return
-                run_attributes = self.runs.attributes(
-                    exchange.request_headers, exchange.key_hash, exchange.route, exchange.start_ns / 1e9
-                )
-                self.spool.put(span_of(exchange, run_attributes))
-                self.recorded += 1
-                if self.sender is not None:
-                    self.sender.wake.set()
-            except Exception:  # one unreadable exchange must not stop the recording
-                logger.exception("could not record a call to %s", exchange.path if exchange else "?")
+                self.record(exchange)
             finally:
                 self._queue.task_done()

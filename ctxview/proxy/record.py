@@ -4,9 +4,11 @@ The request is the window: its system, tool definitions and messages are written
 latest shapes (``gen_ai.system_instructions`` as parts, ``gen_ai.input.messages`` /
 ``gen_ai.output.messages`` as ``{role, parts}``, ``gen_ai.tool.definitions`` as ``{type, name,
 description, parameters}``), all as JSON strings. Streams are reassembled here, from the bytes the
-client received. Usage follows the conventions: ``gen_ai.usage.input_tokens`` includes the cached
-tokens, so Anthropic's exclusive ``input_tokens`` gets both cache figures added (conventions §6). The
-provider's cache diagnosis keeps the response's own path under the provider's prefix, as ingest reads it.
+client received. The parts are built with ingest's own functions (``ingest.families.messages``), plus
+the conventions' shapes for what ingest keeps whole (thinking, server tools, media). Usage follows the
+conventions: ``gen_ai.usage.input_tokens`` includes the cached tokens, so Anthropic's exclusive
+``input_tokens`` gets both cache figures added (conventions §6). The provider's cache diagnosis keeps the
+response's own path under the provider's prefix, as ingest reads it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,19 @@ import json
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
+
+from ctxview.proxy.exchange import Exchange
+from ingest.families.messages import (
+    block_part,
+    text_part,
+    tool_call_part,
+    tool_call_parts,
+    tool_response,
+    tool_response_part,
+)
+from ingest.families.messages import message as otel_message
 
 # --- Keys (OTel GenAI, v1.41) ---------------------------------------------------------------------
 OPERATION_NAME = "gen_ai.operation.name"
@@ -101,26 +116,6 @@ _FINISH = {
 
 
 @dataclass
-class Exchange:
-    """One forwarded request and its answer, as the proxy saw them (no credential in it)."""
-
-    route: str  # anthropic | openai | gemini
-    method: str
-    path: str  # the upstream path, without the query string (which may hold a Gemini key)
-    request_headers: dict[str, str]  # lower-case names; only those recording reads (see server.KEPT)
-    request_body: bytes
-    status: int
-    response_headers: dict[str, str]
-    response_body: bytes | None  # None: larger than the capture limit, not kept
-    start_ns: int
-    end_ns: int
-    first_byte_ns: int | None = None
-    error: str = ""  # the proxy's own failure (upstream timeout, connection refused, client gone)
-    key_hash: str = ""  # salted hash of the provider key (runs.key_hash), "" when none was sent
-    server_address: str = ""
-
-
-@dataclass
 class Reading:
     """What a request and its answer say, in the conventions' shapes."""
 
@@ -137,19 +132,6 @@ class Reading:
     usage: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # provider attributes (diagnosis, TTL split)
     notes: list[str] = field(default_factory=list)
-
-
-def is_recorded(route: str, method: str, path: str) -> bool:
-    """Whether a request is a model call the proxy records (count_tokens and the rest pass unrecorded)."""
-    if method != "POST":
-        return False
-    if route == "anthropic":
-        return path.rstrip("/").endswith("/v1/messages")
-    if route == "openai":
-        return path.rstrip("/").endswith(("/chat/completions", "/responses"))
-    if route == "gemini":
-        return path.endswith((":generateContent", ":streamGenerateContent"))
-    return False
 
 
 def attributes_of(exchange: Exchange) -> dict[str, Any]:
@@ -240,11 +222,15 @@ def decoded(body: bytes, encoding: str) -> bytes:
     raise ValueError(f"unsupported content encoding {encoding!r}")
 
 
-def _json(data: bytes | None) -> Any:
+def _json(data: bytes | str | None) -> Any:
     if not data:
         return None
     try:
-        return json.loads(data)
+        return orjson.loads(data)  # several times faster on the many small events of a stream
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(data)  # what orjson refuses: NaN, integers past 64 bits, UTF-16, lone surrogates
     except ValueError:
         return None
 
@@ -272,7 +258,7 @@ def sse_events(data: bytes) -> list[tuple[str, str]]:
 def _sse_json(data: bytes) -> list[tuple[str, dict]]:
     parsed = []
     for name, payload in sse_events(data):
-        value = _json(payload.encode())
+        value = _json(payload)
         if isinstance(value, dict):
             parsed.append((name, value))
     return parsed
@@ -309,10 +295,6 @@ def _arguments(raw: Any) -> Any:
     return raw
 
 
-def _text(content: Any) -> dict:
-    return {"type": "text", "content": content if isinstance(content, str) else json.dumps(content)}
-
-
 def _params(request: dict, table: tuple[tuple[str, str], ...], reading: Reading) -> None:
     for name, key in table:
         if request.get(name) is not None and key not in reading.params:
@@ -326,24 +308,13 @@ def _params(request: dict, table: tuple[tuple[str, str], ...], reading: Reading)
 
 
 def _anthropic_part(block: Any) -> dict:
-    if not isinstance(block, dict):
-        return _text(block)
-    kind = block.get("type")
-    if kind == "text":
-        return _text(block.get("text", ""))
-    if kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
-        part = {"type": "tool_call", "id": block.get("id"), "name": block.get("name")}
-        part["arguments"] = block.get("input")
-        if kind != "tool_use":
-            part = {"type": "server_tool_call", "id": block.get("id"), "name": block.get("name")}
-            part["server_tool_call"] = {"type": kind, "input": block.get("input")}
+    """A Messages content block as a part: ingest's reading (``block_part``: text, tool use and result),
+    and the conventions' shapes for the blocks ingest keeps whole (server tools, thinking, media)."""
+    kind = block.get("type") if isinstance(block, dict) else None
+    if kind in ("server_tool_use", "mcp_tool_use"):
+        part = {"type": "server_tool_call", "id": block.get("id"), "name": block.get("name")}
+        part["server_tool_call"] = {"type": kind, "input": block.get("input")}
         return part
-    if kind == "tool_result":
-        return {
-            "type": "tool_call_response",
-            "id": block.get("tool_use_id"),
-            "response": block.get("content"),
-        }
     if kind in ("thinking", "redacted_thinking"):
         return {"type": "reasoning", "content": block.get("thinking", "")}
     if kind in ("image", "document"):
@@ -360,32 +331,31 @@ def _anthropic_part(block: Any) -> dict:
             return {"type": "uri", "modality": modality, "uri": source.get("url")}
         if source.get("type") == "file":
             return {"type": "file", "modality": modality, "file_id": source.get("file_id")}
-    # Server tool results and anything newer: kept whole, under its own type.
-    return dict(block)
+    # Text, tool use and tool results as ingest reads them; server tool results and anything newer kept
+    # whole, under their own type.
+    return block_part(block)
 
 
 def _anthropic_system(system: Any) -> list[dict] | None:
     if system is None:
         return None
     if isinstance(system, str):
-        return [_text(system)]
+        return [text_part(system)]
     if isinstance(system, list):
         return [_anthropic_part(block) for block in system]
-    return [_text(system)]
+    return [text_part(system)]
 
 
 def _anthropic_messages(messages: Any) -> list[dict] | None:
     if not isinstance(messages, list):
         return None
     converted = []
-    for message in messages:
-        if not isinstance(message, dict):
+    for entry in messages:
+        if not isinstance(entry, dict):
             continue
-        content = message.get("content")
+        content = entry.get("content")
         blocks = content if isinstance(content, list) else [content] if content not in (None, "") else []
-        converted.append(
-            {"role": str(message.get("role") or "user"), "parts": [_anthropic_part(b) for b in blocks]}
-        )
+        converted.append(otel_message(entry.get("role"), [_anthropic_part(block) for block in blocks]))
     return converted
 
 
@@ -521,12 +491,12 @@ def read_anthropic(
 
 def _openai_part(part: Any) -> dict:
     if not isinstance(part, dict):
-        return _text(part)
+        return text_part(part)
     kind = part.get("type")
     if kind in ("text", "input_text", "output_text"):
-        return _text(part.get("text", ""))
+        return text_part(part.get("text", ""))
     if kind == "refusal":
-        return _text(part.get("refusal", ""))
+        return text_part(part.get("refusal", ""))
     if kind == "image_url":
         url = part.get("image_url")
         return {"type": "uri", "modality": "image", "uri": url.get("url") if isinstance(url, dict) else url}
@@ -558,45 +528,42 @@ def _openai_content(content: Any) -> list[dict]:
         return []
     if isinstance(content, list):
         return [_openai_part(part) for part in content]
-    return [_text(content)]
+    return [text_part(content)]
 
 
-def _tool_call_part(call: dict) -> dict:
-    function = call.get("function") if isinstance(call.get("function"), dict) else {}
-    if call.get("type") == "custom" and isinstance(call.get("custom"), dict):
-        function = {"name": call["custom"].get("name"), "arguments": call["custom"].get("input")}
-    return {
-        "type": "tool_call",
-        "id": call.get("id"),
-        "name": function.get("name"),
-        "arguments": _arguments(function.get("arguments")),
-    }
+def _tool_calls(calls: Any) -> list[dict]:
+    """Chat Completions ``tool_calls`` as parts (ingest's ``tool_call_parts``), custom calls included,
+    with the arguments parsed."""
+    functions = []
+    for call in calls if isinstance(calls, list) else []:
+        if isinstance(call, dict) and call.get("type") == "custom" and isinstance(call.get("custom"), dict):
+            custom = call["custom"]
+            call = {
+                "id": call.get("id"),
+                "function": {"name": custom.get("name"), "arguments": custom.get("input")},
+            }
+        functions.append(call)
+    return [part | {"arguments": _arguments(part["arguments"])} for part in tool_call_parts(functions)]
 
 
 def _chat_messages(messages: Any) -> list[dict] | None:
     if not isinstance(messages, list):
         return None
     converted = []
-    for message in messages:
-        if not isinstance(message, dict):
+    for entry in messages:
+        if not isinstance(entry, dict):
             continue
-        role = str(message.get("role") or "user")
+        role = str(entry.get("role") or "user")
         if role in ("tool", "function"):
-            call_id = message.get("tool_call_id") or message.get("name")
-            parts = [{"type": "tool_call_response", "id": call_id, "response": message.get("content")}]
+            parts = tool_response(entry.get("tool_call_id") or entry.get("name"), entry.get("content"))
         else:
-            parts = _openai_content(message.get("content"))
-            if message.get("refusal"):
-                parts.append(_text(message["refusal"]))
-            parts += [
-                _tool_call_part(call) for call in message.get("tool_calls") or [] if isinstance(call, dict)
-            ]
-            if isinstance(message.get("function_call"), dict):  # the deprecated single call
-                parts.append(_tool_call_part({"function": message["function_call"]}))
-        entry = {"role": role, "parts": parts}
-        if message.get("name") and role != "tool":
-            entry["name"] = message["name"]
-        converted.append(entry)
+            parts = _openai_content(entry.get("content"))
+            if entry.get("refusal"):
+                parts.append(text_part(entry["refusal"]))
+            parts += _tool_calls(entry.get("tool_calls"))
+            if isinstance(entry.get("function_call"), dict):  # the deprecated single call
+                parts += _tool_calls([{"function": entry["function_call"]}])
+        converted.append(otel_message(role, parts, entry.get("name") if role != "tool" else None))
     return converted
 
 
@@ -706,8 +673,8 @@ def _read_chat(request: dict, response: Any, reading: Reading) -> None:
             reading.finish_reasons.append(finish)
         parts = _openai_content(message.get("content"))
         if message.get("refusal"):
-            parts.append(_text(message["refusal"]))
-        parts += [_tool_call_part(call) for call in message.get("tool_calls") or []]
+            parts.append(text_part(message["refusal"]))
+        parts += _tool_calls(message.get("tool_calls"))
         outputs.append({"role": "assistant", "parts": parts, "finish_reason": finish or "stop"})
     reading.output = outputs
     _openai_usage(
@@ -723,28 +690,18 @@ def _read_chat(request: dict, response: Any, reading: Reading) -> None:
 def _responses_item(item: Any) -> dict:
     """One Responses input item as a message (a function call or its output is a message of its own)."""
     if isinstance(item, str):
-        return {"role": "user", "parts": [_text(item)]}
+        return {"role": "user", "parts": [text_part(item)]}
     if not isinstance(item, dict):
-        return {"role": "user", "parts": [_text(item)]}
+        return {"role": "user", "parts": [text_part(item)]}
     kind = item.get("type", "message")
     if kind == "message" or ("role" in item and kind not in ("function_call", "function_call_output")):
-        return {"role": str(item.get("role") or "user"), "parts": _openai_content(item.get("content"))}
+        return otel_message(item.get("role"), _openai_content(item.get("content")))
     if kind in ("function_call", "custom_tool_call"):
         arguments = item.get("arguments") if kind == "function_call" else item.get("input")
-        part = {
-            "type": "tool_call",
-            "id": item.get("call_id"),
-            "name": item.get("name"),
-            "arguments": _arguments(arguments),
-        }
+        part = tool_call_part(item.get("call_id"), item.get("name"), _arguments(arguments))
         return {"role": "assistant", "parts": [part]}
     if kind in ("function_call_output", "custom_tool_call_output"):
-        return {
-            "role": "tool",
-            "parts": [
-                {"type": "tool_call_response", "id": item.get("call_id"), "response": item.get("output")}
-            ],
-        }
+        return {"role": "tool", "parts": tool_response(item.get("call_id"), item.get("output"))}
     if kind == "reasoning":
         summary = "\n".join(s.get("text", "") for s in item.get("summary") or [] if isinstance(s, dict))
         return {"role": "assistant", "parts": [{"type": "reasoning", "content": summary}]}
@@ -756,7 +713,7 @@ def _read_responses(
 ) -> None:
     instructions = request.get("instructions")
     if isinstance(instructions, str) and instructions:
-        reading.system = [_text(instructions)]
+        reading.system = [text_part(instructions)]
     elif isinstance(instructions, list):
         reading.messages = [_responses_item(item) for item in instructions]
     items = request.get("input")
@@ -858,26 +815,17 @@ _GEMINI_ROLES = {"model": "assistant", "user": "user", "function": "tool", "tool
 
 def _gemini_part(part: Any) -> dict:
     if not isinstance(part, dict):
-        return _text(part)
+        return text_part(part)
     if "text" in part:
         if part.get("thought"):
             return {"type": "reasoning", "content": part["text"]}
-        return _text(part["text"])
+        return text_part(part["text"])
     if isinstance(part.get("functionCall"), dict):
         call = part["functionCall"]
-        return {
-            "type": "tool_call",
-            "id": call.get("id"),
-            "name": call.get("name"),
-            "arguments": call.get("args"),
-        }
+        return tool_call_part(call.get("id"), call.get("name"), call.get("args"))
     if isinstance(part.get("functionResponse"), dict):
         answer = part["functionResponse"]
-        return {
-            "type": "tool_call_response",
-            "id": answer.get("id") or answer.get("name"),
-            "response": answer.get("response"),
-        }
+        return tool_response_part(answer.get("id") or answer.get("name"), answer.get("response"))
     if isinstance(part.get("inlineData"), dict):
         data = part["inlineData"]
         mime = str(data.get("mimeType") or "")
@@ -971,7 +919,7 @@ def read_gemini(
     if isinstance(system, dict):
         reading.system = [_gemini_part(part) for part in system.get("parts") or []]
     elif isinstance(system, str):
-        reading.system = [_text(system)]
+        reading.system = [text_part(system)]
     contents = request.get("contents")
     if isinstance(contents, list):
         reading.messages = [_gemini_content(content) for content in contents]

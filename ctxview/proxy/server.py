@@ -23,7 +23,8 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
-from ctxview.proxy import record, runs
+from ctxview.proxy import runs
+from ctxview.proxy.exchange import Exchange, is_recorded
 
 logger = logging.getLogger("ctxview.proxy")
 
@@ -80,13 +81,14 @@ class Proxy:
     def __init__(
         self,
         upstreams: dict[str, str] | None = None,
-        submit: Callable[[record.Exchange], None] | None = None,
+        submit: Callable[[Exchange], None] | None = None,
         salt: bytes = b"",
         capture_limit: int = CAPTURE_LIMIT,
     ) -> None:
         self.upstreams = {
             name: url.rstrip("/") for name, url in (DEFAULT_UPSTREAMS | (upstreams or {})).items()
         }
+        self.hosts = {name: URL(url).host or "" for name, url in self.upstreams.items()}
         self.submit = submit
         self.salt = salt
         self.capture_limit = capture_limit
@@ -134,12 +136,12 @@ class Proxy:
             for name, value in _without_connection_headers(request.headers)
             if name.lower() not in NOT_FORWARDED and not name.lower().startswith(CTXVIEW_PREFIX)
         ]
-        recorded = self.submit is not None and record.is_recorded(route, request.method, path)
+        recorded = self.submit is not None and is_recorded(route, request.method, path)
         exchange = None
         if recorded:
             lowered = {name.lower(): value for name, value in request.headers.items()}
             query = dict(parse_qsl(request.query_string))
-            exchange = record.Exchange(
+            exchange = Exchange(
                 route=route,
                 method=request.method,
                 path=path,
@@ -151,7 +153,7 @@ class Proxy:
                 start_ns=start_ns,
                 end_ns=start_ns,
                 key_hash=runs.key_hash(self.salt, runs.provider_key(lowered, query)),
-                server_address=URL(base).host or "",
+                server_address=self.hosts[route],
             )
         try:
             return await self._forward(request, URL(base + raw_tail, encoded=True), headers, body, exchange)
@@ -184,37 +186,36 @@ class Proxy:
                     if name.lower() in KEPT_RESPONSE
                 }
             await response.prepare(request)
-            captured: list[bytes] | None = [] if exchange is not None else None
-            size = 0
+            # One growing buffer, not a list of chunks: no object per event, and freed in one piece.
+            captured = bytearray() if exchange is not None else None
             try:
                 async for chunk in upstream.content.iter_any():
                     if exchange is not None and exchange.first_byte_ns is None:
                         exchange.first_byte_ns = time.time_ns()
                     await response.write(chunk)
                     if captured is not None:
-                        size += len(chunk)
-                        if size <= self.capture_limit:
-                            captured.append(chunk)
+                        if len(captured) + len(chunk) <= self.capture_limit:
+                            captured += chunk
                         else:
                             captured = None
             except (ConnectionResetError, aiohttp.ClientConnectionResetError):
                 # The client went away: stop reading the upstream; record what was seen.
                 if exchange is not None:
                     exchange.error = "client_disconnected"
-                    exchange.response_body = b"".join(captured or [])
+                    exchange.response_body = bytes(captured or b"")
                 return response
             except (aiohttp.ClientError, TimeoutError) as exc:
                 # The upstream broke off mid-answer: so does the proxy (no clean end of stream).
                 logger.warning("upstream %s broke off: %s", url.host, exc)
                 if exchange is not None:
                     exchange.error = "upstream_broke_off"
-                    exchange.response_body = b"".join(captured or [])
+                    exchange.response_body = bytes(captured or b"")
                 if request.transport is not None:
                     request.transport.close()
                 return response
             await response.write_eof()
             if exchange is not None and captured is not None:
-                exchange.response_body = b"".join(captured)
+                exchange.response_body = bytes(captured)
             return response
 
     def _failed(self, exchange, status: int, kind: str, message: str) -> web.Response:

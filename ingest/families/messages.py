@@ -1,7 +1,8 @@
 """Reading content of any shape into the OTel message shape ``{"role", "parts": [...]}``. No Django here.
 
 The families share these: values may be JSON strings or OTLP structured values, flattened into indexed
-keys (``prefix.0.message.role``), in any provider's block shape (Anthropic, OpenAI, OTel parts).
+keys (``prefix.0.message.role``), in any provider's block shape (Anthropic, OpenAI, OTel parts). The
+recording proxy (``ctxview.proxy.record``) builds its parts with the same functions.
 """
 
 from dataclasses import dataclass
@@ -64,50 +65,42 @@ def indexed(mapping: Any) -> list:
     return [mapping[key] for key in keys]
 
 
+def text_part(content: Any) -> dict:
+    """A text part; content that is not a string is kept as its JSON text."""
+    return {"type": "text", "content": content if isinstance(content, str) else render(content)}
+
+
+def tool_call_part(call_id: Any, name: Any, arguments: Any) -> dict:
+    return {"type": "tool_call", "id": call_id, "name": name, "arguments": arguments}
+
+
+def tool_response_part(call_id: Any, response: Any) -> dict:
+    return {"type": "tool_call_response", "id": call_id, "response": response}
+
+
 def block_part(block: Any) -> dict:
     """One content block of any provider's shape as an OTel message part."""
-    if isinstance(block, str):
-        return {"type": "text", "content": block}
     if not isinstance(block, dict):
-        return {"type": "text", "content": render(block)}
+        return text_part(block)
     kind = block.get("type")
     if kind == "text":
-        text = block.get("content", block.get("text", ""))
-        return {"type": "text", "content": text if isinstance(text, str) else render(text)}
+        return text_part(block.get("content", block.get("text", "")))
     if kind in ("tool_use", "function_call"):
-        return {
-            "type": "tool_call",
-            "id": block.get("id"),
-            "name": block.get("name"),
-            "arguments": block.get("input"),
-        }
+        return tool_call_part(block.get("id"), block.get("name"), block.get("input"))
     if kind == "tool_result":
-        return {
-            "type": "tool_call_response",
-            "id": block.get("tool_use_id"),
-            "response": block.get("content"),
-        }
+        return tool_response_part(block.get("tool_use_id"), block.get("content"))
     if kind is None:  # the Bedrock Converse shape (also strands'): a block is keyed by what it holds
         if isinstance(block.get("text"), str) and len(block) == 1:
-            return {"type": "text", "content": block["text"]}
+            return text_part(block["text"])
         if isinstance(block.get("toolUse"), dict):
             use = block["toolUse"]
-            return {
-                "type": "tool_call",
-                "id": use.get("toolUseId"),
-                "name": use.get("name"),
-                "arguments": use.get("input"),
-            }
+            return tool_call_part(use.get("toolUseId"), use.get("name"), use.get("input"))
         if isinstance(block.get("toolResult"), dict):
             result = block["toolResult"]
-            return {
-                "type": "tool_call_response",
-                "id": result.get("toolUseId"),
-                "response": result.get("content"),
-            }
+            return tool_response_part(result.get("toolUseId"), result.get("content"))
     if kind == "tool_call_response" and "response" not in block and "result" in block:
         # The registry's example says "result"; the schema says "response".
-        return {"type": "tool_call_response", "id": block.get("id"), "response": block.get("result")}
+        return tool_response_part(block.get("id"), block.get("result"))
     return block
 
 
@@ -139,20 +132,14 @@ def tool_call_parts(tool_calls: Any) -> list[dict]:
             continue
         call = call.get("tool_call", call)
         function = call.get("function") if isinstance(call.get("function"), dict) else {}
-        parts.append(
-            {
-                "type": "tool_call",
-                "id": call.get("id"),
-                "name": unquoted(function.get("name", call.get("name"))),
-                "arguments": function.get("arguments", call.get("arguments")),
-            }
-        )
+        name = unquoted(function.get("name", call.get("name")))
+        parts.append(tool_call_part(call.get("id"), name, function.get("arguments", call.get("arguments"))))
     return parts
 
 
 def tool_response(call_id: Any, response: Any) -> list[dict]:
     """The parts of a tool result message: one response to one tool call."""
-    return [{"type": "tool_call_response", "id": call_id, "response": response}]
+    return [tool_response_part(call_id, response)]
 
 
 def message(role: Any, parts: list[dict], name: Any = None) -> dict:
