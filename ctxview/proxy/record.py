@@ -581,11 +581,14 @@ def _openai_tools(tools: Any) -> list[dict] | None:
                 definition["description"] = spec["description"]
             if spec.get("parameters") is not None:
                 definition["parameters"] = spec["parameters"]
-        else:  # built-in tools (web_search, file_search, custom...): their type and name
+        else:
+            # Built-in and custom tools (web_search, tool_search, custom...), kept whole and named: a
+            # custom tool's description and grammar reach the model as a function's schema does (Codex's
+            # apply_patch: a long description and a Lark grammar), so they belong in the window.
             custom = tool.get("custom") if isinstance(tool.get("custom"), dict) else tool
-            definition = {
-                "type": tool["type"],
-                "name": custom.get("name") or tool.get("server_label") or tool["type"],
+            name = custom.get("name") or tool.get("server_label") or tool["type"]
+            definition = {"type": tool["type"], "name": name} | {
+                key: value for key, value in tool.items() if key not in ("type", "name")
             }
         definitions.append(definition)
     return definitions

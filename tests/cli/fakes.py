@@ -106,6 +106,11 @@ class FakeAPI:
     api: str
     steps: list[Step]
     received: list[Received] = field(default_factory=list)
+    # Each request's body as it arrived, by ``Received.index`` (kept out of the summary: the recordings
+    # do not need it; the proxy test compares it with what the proxy recorded).
+    bodies: dict[int, bytes] = field(default_factory=dict)
+    # The API keys the requests carried (never in the summary: the recordings must not hold a key).
+    keys: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -163,10 +168,11 @@ class FakeAPI:
             for step in self.steps
         ]
 
-    def _record(self, entry: Received) -> Received:
+    def _record(self, entry: Received, body: bytes = b"") -> Received:
         with self._lock:
             entry.index = len(self.received)
             self.received.append(entry)
+            self.bodies[entry.index] = body
             return entry
 
     def _take(self, texts: list[str], call_ids: set[str], offers_tools: bool) -> Step | None:
@@ -334,7 +340,9 @@ class _Handler(BaseHTTPRequestHandler):
             body = {}
         if not isinstance(body, dict):
             body = {}
-        entry = self.api._record(Received(-1, "POST", self.path))
+        entry = self.api._record(Received(-1, "POST", self.path), raw)
+        bearer = self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        self.api.keys.update(filter(None, (self.headers.get("x-api-key"), bearer)))
         entry.traceparent = self.headers.get("traceparent")
         entry.request_id = f"req_fake_{entry.index:03d}"
         if self.api.api == ANTHROPIC and path.endswith("/messages"):

@@ -14,15 +14,22 @@ environment and config files used (run paths, ports and keys replaced by placeho
 script, every request it received with the usage it reported, and every OTLP traces and logs body the
 CLI sent, as OTLP/JSON. The process exits 1, and writes ``<scenario>.failed.json`` instead, when the
 CLI failed, a scripted step went unused or an export did not decode.
+
+With ``--via-proxy`` the CLI's base URL is a ``ctxview proxy`` (``python -m ctxview.proxy``) started in
+the same namespace, forwarding to the fake and exporting to a second capturing receiver; the document
+(``<scenario>.via-proxy.json``) then also holds the proxy's exports and every request body the fake
+received (``tests/cli/test_through_proxy.py`` compares the two).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -42,6 +49,9 @@ INSIDE_FLAG = "--inside-namespace"
 FAKE_KEY = "fake-key-not-a-secret"
 CLI_TIMEOUT = 240  # seconds per CLI invocation; a healthy run takes a few seconds
 QUIET = 1.5  # seconds without an export before the capture counts as complete
+VIA_PROXY_FLAG = "--via-proxy"
+PROXY_KEY = "cvk_fake-ingest-key-for-the-proxy"  # what the proxy sends its exports with (to the capture)
+PROXY_ROUTES = {fakes.ANTHROPIC: "anthropic", fakes.OPENAI_RESPONSES: "openai", fakes.GEMINI: "gemini"}
 
 # The conversation, the same for every CLI. The bracketed markers are how the fake recognises a turn.
 NOTES_HEAD = "Deploy window: Tuesday 14:00 UTC.\nOwner: pay-team.\nRollback: ./rollback.sh\n"
@@ -386,6 +396,59 @@ def _base_env(home: Path) -> dict[str, str]:
 # ---------------------------------------------------------------------------------------------
 # Record (inside the namespace)
 # ---------------------------------------------------------------------------------------------
+class ProxyProcess:
+    """``python -m ctxview.proxy`` in front of the fake, exporting to ``send_to``; stopped with SIGTERM,
+    which lets it send what it recorded before it exits."""
+
+    def __init__(self, upstream: str, send_to: str, folder: Path) -> None:
+        with socket.socket() as probe:  # a free port: alone in the namespace, nobody takes it meanwhile
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.log = folder / "proxy.log"
+        self.command = [
+            sys.executable, "-m", "ctxview.proxy", "--listen", f"127.0.0.1:{self.port}",
+            "--send-to", send_to, "--spool", str(folder / "spool"),
+            *(arg for name in PROXY_ROUTES.values() for arg in ("--upstream", f"{name}={upstream}")),
+        ]  # fmt: skip
+        self.process: subprocess.Popen | None = None
+        self.exit_code: int | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ProxyProcess:
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                self.command,
+                cwd=ROOT,
+                env=os.environ | {"CTXVIEW_INGEST_KEY": PROXY_KEY},  # not on the command line
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and self.process.poll() is None:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.5):
+                return self
+            time.sleep(0.1)
+        self.stop()
+        raise RecordError(f"the proxy did not start (exit {self.exit_code}): {self.log_tail()}")
+
+    def stop(self) -> None:
+        if self.process is None or self.exit_code is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.exit_code = self.process.wait(timeout=40)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.exit_code = self.process.wait()
+
+    def log_tail(self) -> str:
+        return self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
+
+
 def check_loopback_only() -> str:
     """Fail unless the outside world is unreachable; the description goes into the fixture."""
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -399,14 +462,16 @@ def check_loopback_only() -> str:
     return "network namespace with loopback only (unshare -n); 192.0.2.1:443 -> ENETUNREACH"
 
 
-def record(scenario: Scenario, out: Path) -> Path:
-    """Run one scenario (already inside the namespace) and write its fixture; the fixture's path."""
+def record(scenario: Scenario, out: Path, via_proxy: bool = False) -> Path:
+    """Run one scenario (already inside the namespace) and write its fixture; the fixture's path.
+    ``via_proxy``: the CLI calls the fake through a ``ctxview proxy`` (see the module's docstring)."""
     cli = CLIS[scenario.cli]
     version = installed_version(cli)
     if not version:
         raise RecordError(f"{cli.package}@{cli.version} is not installed in {cli.folder}")
     network = check_loopback_only()
-    folder = CACHE / "runs" / scenario.name
+    name = f"{scenario.name}.via-proxy" if via_proxy else scenario.name
+    folder = CACHE / "runs" / name
     shutil.rmtree(folder, ignore_errors=True)
     home, work = folder / "home", folder / "work"
     work.mkdir(parents=True)
@@ -415,8 +480,17 @@ def record(scenario: Scenario, out: Path) -> Path:
     # would otherwise find the ctxview checkout above the run folder (it ignores GIT_CEILING_DIRECTORIES).
     subprocess.run(["git", "init", "-q", str(work)], check=True)
     problems: list[str] = []
-    with CaptureReceiver() as receiver, FakeAPI(scenario.api, []) as fake:
-        run = Run(folder, home, work, fake.url, receiver.url)
+    with contextlib.ExitStack() as stack:
+        receiver = stack.enter_context(CaptureReceiver())
+        fake = stack.enter_context(FakeAPI(scenario.api, []))
+        proxy = proxy_receiver = None
+        api_url = fake.url
+        if via_proxy:
+            proxy_receiver = stack.enter_context(CaptureReceiver())
+            proxy = ProxyProcess(fake.url, proxy_receiver.url, folder).start()
+            stack.callback(proxy.stop)
+            api_url = f"{proxy.url}/{PROXY_ROUTES[scenario.api]}"
+        run = Run(folder, home, work, api_url, receiver.url)
         fake.load(scenario.steps(run))
         cli_env, files = scenario.configure(run)
         for relative, text in files.items():
@@ -485,13 +559,33 @@ def record(scenario: Scenario, out: Path) -> Path:
             "exports": exports,
             "problems": problems,
         }
+        if proxy is not None and proxy_receiver is not None:
+            proxy.stop()  # it sends what it recorded, then exits
+            proxy_receiver.wait_quiet(QUIET)
+            keep_raw(proxy_receiver, folder / "proxy-otlp")
+            if proxy.exit_code != 0:
+                problems.append(f"the proxy exited {proxy.exit_code}: {proxy.log_tail()[-500:]}")
+            problems += [f"proxy export {error}" for error in proxy_receiver.errors]
+            if not proxy_receiver.captures:
+                problems.append("the proxy exported nothing")
+            document["proxy"] = {
+                "command": [run.placeholders(arg) for arg in proxy.command],
+                "exit_code": proxy.exit_code,
+                "log_tail": proxy.log_tail(),
+                "exports": [c.describe() for c in proxy_receiver.captures],
+            }
+            # As the fake received them (run paths included: they are compared with the proxy's spans).
+            document["provider"]["key_reached_the_fake"] = FAKE_KEY in fake.keys
+            document["provider"]["bodies"] = [
+                fake.bodies[entry.index].decode("utf-8", "replace") for entry in fake.received
+            ]
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{scenario.name}{'.failed' if problems else ''}.json"
+    path = out / f"{name}{'.failed' if problems else ''}.json"
     # Compact: the Codex recording alone holds over a thousand spans.
     path.write_text(json.dumps(document, separators=(",", ":"), ensure_ascii=False) + "\n")
     if problems:
         raise RecordError(f"{scenario.name}: " + "; ".join(problems) + f" (see {path})")
-    stale = out / f"{scenario.name}.failed.json"
+    stale = out / f"{name}.failed.json"
     stale.unlink(missing_ok=True)
     return path
 
@@ -518,11 +612,13 @@ def unshare_command() -> list[str]:
     return ["unshare", "-n"] if os.geteuid() == 0 else ["unshare", "-r", "-n"]
 
 
-def run_isolated(name: str, out: Path) -> None:
+def run_isolated(name: str, out: Path, via_proxy: bool = False) -> None:
     """Run ``record`` for one scenario in a fresh network namespace where only loopback is up."""
     if shutil.which("unshare") is None:
         raise RecordError("unshare (util-linux) is needed to cut the CLI off the network")
     inside = [sys.executable, "-m", "tests.cli.record", INSIDE_FLAG, name, "--out", str(out)]
+    if via_proxy:
+        inside.append(VIA_PROXY_FLAG)
     command = [*unshare_command(), "--", *inside]
     done = subprocess.run(command, cwd=ROOT, env=os.environ | {"PYTHONPATH": str(ROOT)})
     if done.returncode != 0:
@@ -539,6 +635,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="record every scenario")
     parser.add_argument("--list", action="store_true", help="list the scenarios")
     parser.add_argument("--out", type=Path, default=FIXTURES, help="where the fixtures go")
+    parser.add_argument(
+        VIA_PROXY_FLAG,
+        action="store_true",
+        help="the CLI calls the fake through a ctxview proxy; writes <scenario>.via-proxy.json",
+    )
     parser.add_argument(INSIDE_FLAG, dest="inside", metavar="SCENARIO", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.list:
@@ -550,7 +651,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.inside:
             bring_loopback_up()
-            print(f"recorded {record(SCENARIOS[args.inside], out)}")
+            print(f"recorded {record(SCENARIOS[args.inside], out, args.via_proxy)}")
             return 0
         names = list(SCENARIOS) if args.all else args.scenarios
         if not names:
@@ -563,7 +664,7 @@ def main(argv: list[str] | None = None) -> int:
         failed = []
         for name in names:
             try:
-                run_isolated(name, out)
+                run_isolated(name, out, args.via_proxy)
             except RecordError as exc:
                 failed.append(str(exc))
         for message in failed:

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
-import shutil
-import subprocess
 from collections import Counter
 
 import pytest
 
-from tests.cli import record, view
+from tests.cli import live, record, view
 
 CLAUDE_MODES = ["claude-code-default", "claude-code-traces", "claude-code-detailed"]
 CLAUDE_TRACED = ["claude-code-traces", "claude-code-detailed"]
@@ -520,49 +517,13 @@ def test_the_recording_shows(scenario, fact):
 E2E = ["claude-code-detailed", "codex", "gemini-cli-traces"]
 
 
-def _cannot_record() -> str | None:
-    """Why this machine cannot run the recorder, or None."""
-    for tool in ("node", "npm", "unshare", "ip", "git"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed"
-    unshare = record.unshare_command()
-    probe = subprocess.run([*unshare, "true"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        return f"cannot create a network namespace ({' '.join(unshare)}: {probe.stderr.strip()})"
-    return None
-
-
-def _not_on_the_registry(cli: record.Cli) -> str | None:
-    """Why the pinned CLI cannot be installed, or None; asks the registry once, briefly, if need be."""
-    if record.installed_version(cli):
-        return None
-    spec = f"{cli.package}@{cli.version}"
-    try:
-        found = subprocess.run(["npm", "view", spec, "version"], capture_output=True, text=True, timeout=60)
-    except subprocess.TimeoutExpired:
-        return f"the npm registry did not answer for {spec} within 60 s"
-    if found.returncode != 0 or cli.version not in found.stdout:
-        return f"the npm registry does not serve {spec}: {found.stderr.strip()[-300:]}"
-    return None
-
-
 @pytest.mark.cli
 @pytest.mark.parametrize("scenario", E2E)
 def test_a_fresh_recording_shows_the_same_facts(scenario, tmp_path):
     """Needs node, npm and the npm registry (the install is cached in .cache/cli), and root or user
     namespaces for ``unshare -n``. Skipped otherwise, with the reason; required (failing instead)
     when CTXVIEW_REQUIRE_INSTRUMENTED=1, as in CI."""
-    cli = record.CLIS[record.SCENARIOS[scenario].cli]
-    reason = _cannot_record() or _not_on_the_registry(cli)
-    if reason is None:
-        try:
-            record.install(cli)
-        except (record.RecordError, subprocess.TimeoutExpired) as exc:
-            reason = f"cannot install the CLI from npm: {exc}"
-    if reason:
-        if os.environ.get("CTXVIEW_REQUIRE_INSTRUMENTED") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    live.require(record.CLIS[record.SCENARIOS[scenario].cli])
     record.run_isolated(scenario, tmp_path)
     document = view.load(scenario, tmp_path)
     for fact in FACTS[scenario]:
