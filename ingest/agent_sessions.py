@@ -2,7 +2,9 @@
 
 The rules are ``ingest.agents`` (pure); this module reads the stored part of each touched trace (span
 links, tool and agent spans, calls), gives the calls their agent fields, and moves the calls of a child
-run (a delegated agent with a conversation id of its own) into its parent's session. A stored call whose
+run (a delegated agent with a conversation id of its own) into its parent's session, and a call that names
+no run of its own into the run a span above it names (``declared``: a parent span of any kind with the
+session id ends, and so arrives, after its calls). A stored call whose
 agent, turn context or run changes is unnumbered, so its run is renumbered and its analysis redone from
 that call on (``numbering.number_calls`` then ``analyse.invalidate``). The caller holds the batch's
 transaction and the locks of the runs it touches.
@@ -10,15 +12,17 @@ transaction and the locks of the runs it touches.
 
 import re
 from collections import defaultdict
+from dataclasses import dataclass, field, replace
 
 from django.db import connection
-from django.db.models import Q, QuerySet, TextField
+from django.db.models import F, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
-from ingest import agents, locks
+from ingest import agents, locks, normalise, semconv
 from ingest.analyse import invalidate
 from ingest.bulk import update_rows
 from ingest.models import Call, Finding, Operation, Run, Span
+from ingest.normalise import CallRecord
 
 AGENT_FIELDS = (
     "agent_name",
@@ -110,13 +114,92 @@ def runs_of(project_id: int, traces: set[str]) -> set[int]:
     )
 
 
-def _trees(project_id: int, traces: set[str]) -> dict[str, tuple[agents.Tree, dict[str, agents.AgentSpan]]]:
-    """Each trace's span tree and agent spans; traces linked to each other share one (merged) tree."""
+@dataclass
+class Declared:
+    """Where the calls that name no run of their own belong: in the run a span above them names."""
+
+    records: list[CallRecord]  # the batch's new calls, each with the run it belongs in
+    moves: dict[int, str] = field(default_factory=dict)  # stored call id -> the key of the run it belongs in
+    runs: dict[str, tuple[str, str]] = field(default_factory=dict)  # those runs' keys -> (source, service)
+    sources: set[int] = field(default_factory=set)  # the runs those stored calls are in (their traces')
+    traces: set[str] = field(default_factory=set)  # their traces
+
+
+def declared(project_id: int, traces: set[str], records: list[CallRecord]) -> Declared:
+    """The run that the nearest span above names (``agents.declared_key``) for each call that names none (it
+    is in its trace's run): the new ``records`` get its key, and the stored calls of ``traces`` are to move.
+    Every span of the batch is stored by now: the batch's own spans name runs too."""
+    found = Declared(list(records))
+    unnamed = {record.trace_id for record in records if record.run_key_source == normalise.TRACE_KEY_SOURCE}
+    # The traces with a run of their own (by key, not by scanning their calls): only they hold stored calls
+    # that named no run.
+    trace_runs = set(
+        Run.objects.filter(
+            project_id=project_id, key__in=traces, key_source=normalise.TRACE_KEY_SOURCE
+        ).values_list("key", flat=True)
+    )
+    named = _named_runs(project_id, unnamed | trace_runs)
+    if not named:
+        return found
+    stored = Call.objects.filter(
+        project_id=project_id,
+        trace_id__in=trace_runs & set(named),
+        run__key_source=normalise.TRACE_KEY_SOURCE,
+        run__key=F("trace_id"),
+    ).values_list("id", "trace_id", "span_id", "parent_span_id", "run_id", "run__service_name")
+    links = _links(project_id, set(named))
+
+    def key_of(trace_id: str, span_id: str, parent_span_id: str) -> tuple[str, str] | None:
+        spans = named.get(trace_id, {})
+        return spans.get(span_id) or agents.declared_key(parent_span_id, links[trace_id], spans)
+
+    for index, record in enumerate(records):
+        if record.run_key_source != normalise.TRACE_KEY_SOURCE:
+            continue
+        key = key_of(record.trace_id, record.span_id, record.parent_span_id)
+        if key is not None:
+            found.records[index] = replace(record, run_key=key[0], run_key_source=key[1])
+    for call_id, trace_id, span_id, parent_span_id, run_id, service in stored:
+        key = key_of(trace_id, span_id, parent_span_id)
+        if key is not None and key[0] != trace_id:
+            found.moves[call_id] = key[0]
+            found.runs.setdefault(key[0], (key[1], service))
+            found.sources.add(run_id)
+            found.traces.add(trace_id)
+    return found
+
+
+def _named_runs(project_id: int, traces: set[str]) -> dict[str, dict[str, tuple[str, str]]]:
+    """The stored spans of ``traces`` that name a run, as ``normalise.run_key`` reads it: trace -> span ->
+    (key, the attribute it came from). Only those attributes are read, not the spans' whole attributes; on
+    PostgreSQL only those spans (the partial index span_named_runs has this query's predicate)."""
+    if not traces:
+        return {}
+    paths = [f"attributes__{key}" for key in semconv.RUN_KEYS]
+    spans = Span.objects.filter(
+        project_id=project_id, trace_id__in=traces, attributes__has_any_keys=list(semconv.RUN_KEYS)
+    )
+    found: dict[str, dict[str, tuple[str, str]]] = defaultdict(dict)
+    for trace_id, span_id, *values in spans.values_list("trace_id", "span_id", *paths):
+        key, source = normalise.run_key(dict(zip(semconv.RUN_KEYS, values, strict=True)), trace_id)
+        if source != normalise.TRACE_KEY_SOURCE:
+            found[trace_id][span_id] = (key, source)
+    return found
+
+
+def _links(project_id: int, traces: set[str]) -> dict[str, dict[str, str]]:
+    """Each trace's stored span links: span id -> parent span id."""
     links: dict[str, dict[str, str]] = defaultdict(dict)
     for trace_id, span_id, parent in Span.objects.filter(
         project_id=project_id, trace_id__in=traces
     ).values_list("trace_id", "span_id", "parent_span_id"):
         links[trace_id][span_id] = parent
+    return links
+
+
+def _trees(project_id: int, traces: set[str]) -> dict[str, tuple[agents.Tree, dict[str, agents.AgentSpan]]]:
+    """Each trace's span tree and agent spans; traces linked to each other share one (merged) tree."""
+    links = _links(project_id, traces)
     # A linked root's parent is the span it continues in the other trace (when that trace is here).
     continues = {
         root: parent for root, parent in _linked_roots(project_id, traces).items() if root[0] in traces
@@ -173,12 +256,20 @@ def _fields(found: agents.CallAgent) -> dict:
     }
 
 
-def resolve(project_id: int, traces: set[str], new_calls: list[Call], runs: dict[str, Run]) -> set[int]:
+def resolve(
+    project_id: int,
+    traces: set[str],
+    new_calls: list[Call],
+    runs: dict[str, Run],
+    named: Declared | None = None,
+) -> set[int]:
     """Give the new calls (not stored yet) and the stored calls of ``traces`` their agent fields and run.
 
-    ``runs``: the locked runs by key (runs found here are locked and added). Returns the ids of the runs
-    whose stored calls changed: they must be renumbered."""
-    traces = with_agents(project_id, traces)
+    ``runs``: the locked runs by key (runs found here are locked and added); ``named``: the stored calls
+    that belong in the run a span above them names (``declared``; those runs are in ``runs``). Returns the
+    ids of the runs whose stored calls changed: they must be renumbered."""
+    named_run = {call_id: runs[key].id for call_id, key in named.moves.items()} if named else {}
+    traces = with_agents(project_id, traces) | (named.traces if named else set())
     if not traces:
         return set()
     trees = _trees(project_id, traces)
@@ -199,30 +290,40 @@ def resolve(project_id: int, traces: set[str], new_calls: list[Call], runs: dict
     )
     pending = [call for call in new_calls if call.trace_id in traces]
     changed: dict[int, Call] = {}
-    placed, invocations_of = [], {}
-    by_tree: dict[int, dict] = {}  # linked traces share one tree: resolve it once
+    placed, invocations_of, spans_of = [], {}, {}
+    by_tree: dict[int, tuple] = {}  # linked traces share one tree: resolve it once
     call_parents: dict[int, list[str]] = defaultdict(list)  # by tree
     for call in [*stored, *pending]:
         call_parents[id(trees[call.trace_id][0])].append(call.parent_span_id)
     for trace_id, (tree, agent_spans) in trees.items():
         if id(tree) not in by_tree:
+            # A graph's steps that are its agent's work are no agent spans of their own.
+            agent_spans = agents.without_steps(tree, agent_spans, call_parents[id(tree)])
             acting = agents.acting(tree, agent_spans, call_parents[id(tree)])
             workflows = set(agent_spans) - set(acting)  # nameless agent spans without calls of their own
-            by_tree[id(tree)] = agents.invocations(tree, acting, workflows)
-        invocations_of[trace_id] = by_tree[id(tree)]
+            by_tree[id(tree)] = (agent_spans, agents.invocations(tree, acting, workflows))
+        spans_of[trace_id], invocations_of[trace_id] = by_tree[id(tree)]
     for index, call in enumerate([*stored, *pending]):
-        invocations = invocations_of[call.trace_id]
-        tree, agent_spans = trees[call.trace_id]
-        found = agents.call_agent(call.parent_span_id, call.agent_name, tree, agent_spans, invocations)
+        invocations, tree = invocations_of[call.trace_id], trees[call.trace_id][0]
+        found = agents.call_agent(
+            call.parent_span_id, call.agent_name, tree, spans_of[call.trace_id], invocations
+        )
         fields = _fields(found)
         if any(getattr(call, name) != value for name, value in fields.items()):
             for name, value in fields.items():
                 setattr(call, name, value)
             if call.pk is not None:
                 changed[call.pk] = call
-        placed.append(agents.Placed(index, call.run_id, call.start_ns, call.span_id, found.invocation))
+        # Where the call belongs before its session: the run a span above it names, or where it is.
+        belongs = named_run.get(call.pk, call.run_id) if call.pk is not None else call.run_id
+        placed.append(agents.Placed(index, belongs, call.start_ns, call.span_id, found.invocation))
     everything = [*stored, *pending]
-    moves = agents.session_runs(placed)
+    sessions = agents.session_runs(placed)
+    moves = {
+        index: target
+        for index, place in enumerate(placed)
+        if (target := sessions.get(index, place.run_id)) != everything[index].run_id
+    }
     touched = {call.run_id for call in changed.values()} | {everything[index].run_id for index in moves}
     by_id = _lock(runs, touched | set(moves.values()))
     renumber = {call.run_id for call in changed.values()}  # (new calls are numbered as they are stored)

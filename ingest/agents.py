@@ -15,12 +15,24 @@ invocation is its nearest agent ancestor. An invocation is entered:
   child run its own ``gen_ai.conversation.id``): a child run that belongs in its parent's session;
 * ``subagent``: directly under another agent span, no tool in between.
 
+An agent span may be one step of a graph run (the family says so: LangGraph's node runs, which
+OpenInference marks AGENT by their name at every step): a step that makes model calls of its own is the
+graph's work, part of the invocation of the agent span that runs its graph (its nearest agent span above,
+no tool between: the graph's own span, or the node that runs it as a subgraph), and so is the same step
+told twice (a node and the subgraph it runs). A step holding only a graph of its own (a subgraph) is an
+agent of its own. So a graph named ``weather_agent`` invoked twice is two invocations of
+``weather_agent``, not one invocation of its model node ``agent`` per step.
+
 An agent span may declare the agent's sub-agents (smolagents' managed agents): its model calls them as
 tools, so they are tools its calls offer beside the calls' own definitions (``CallAgent.tools``).
 
 Calls of invocations entered as a tool, by delegation or as a subagent are *nested* (depth > 0): they
 start no turn. Every invocation has a root (follow parents, handoffs included), and all calls under
 one root belong in one session: the run of the root's earliest top-level call.
+
+A call that names no run of its own (no session or conversation id: its run is its trace's) is in the run
+the nearest span above it names, whatever that span is (a workflow or chain span, the user's own span
+around the agent): a session declared once for an invocation or a trace applies inside it.
 
 A child agent may run in a trace of its own (another process, a queued job): the root span of that trace
 then names the span it continues by an OTel span link, and that span is its parent. The traces linked
@@ -61,6 +73,10 @@ class AgentSpan:
     # (``acting``), else a workflow around other agents (openai-agents' ``Agent workflow``).
     nameless: bool = False
     sub_agents: tuple[str, ...] = ()  # the sub-agents it declares, by name
+    # One step of a graph run: the step, and the graph it is a step of ("" for the top graph, run by a span
+    # that is no step); both "" when the span is no step.
+    step: str = ""
+    step_of: str = ""
 
 
 @dataclass(frozen=True)
@@ -103,6 +119,7 @@ def agent_span(
     name = name or span_name.strip()[:200]
     if not name:
         return None
+    step, step_of = families.graph_step(attributes) or ("", "")
     return AgentSpan(
         span_id=span_id,
         parent_span_id=parent_span_id,
@@ -113,6 +130,8 @@ def agent_span(
         node_id=node_id,
         node_parent_id=_text(attributes, (semconv.GRAPH_NODE_PARENT_ID,)),
         sub_agents=families.sub_agents(attributes),
+        step=step,
+        step_of=step_of,
     )
 
 
@@ -145,6 +164,30 @@ def nearest_agent(
             return agents[span_id], through_tool
         through_tool = through_tool or span_id in tree.tools
     return None, through_tool
+
+
+def without_steps(
+    tree: Tree, agents: Mapping[str, AgentSpan], call_parents: Iterable[str]
+) -> dict[str, AgentSpan]:
+    """The agent spans without the graph steps that are part of their graph's agent's invocation: a step
+    whose nearest agent span above (no tool between) runs its graph, when the step makes model calls of its
+    own (it is some call's nearest agent span), or that is the same step (a node and the subgraph it runs).
+    Its calls then belong to that agent span's invocation (or to the one that span is part of)."""
+    calling = set()
+    for parent in call_parents:
+        agent, _ = nearest_agent(parent, tree, agents)
+        if agent is not None and agent.step:
+            calling.add(agent.span_id)
+    parts = set()
+    for agent in agents.values():
+        if not agent.step:
+            continue
+        runner, through_tool = nearest_agent(agent.parent_span_id, tree, agents)
+        if runner is None or through_tool:
+            continue
+        if agent.step == runner.step or (agent.span_id in calling and agent.step_of == runner.step):
+            parts.add(agent.span_id)
+    return {span_id: agent for span_id, agent in agents.items() if span_id not in parts}
 
 
 def acting(tree: Tree, agents: Mapping[str, AgentSpan], call_parents: Iterable[str]) -> dict[str, AgentSpan]:
@@ -284,6 +327,18 @@ def session_runs(calls: Iterable[Placed]) -> dict[object, int]:
         if call.run_id != target:
             moves[call.key] = target
     return moves
+
+
+def declared_key(
+    span_id: str, parents: Mapping[str, str], keys: Mapping[str, tuple[str, str]]
+) -> tuple[str, str] | None:
+    """The run key (value, attribute) that the nearest span at or above ``span_id`` names, if one does.
+
+    ``parents``: the trace's stored span links; ``keys``: the stored spans that name a run, by span id."""
+    for current in [span_id, *_ancestors(span_id, parents)] if span_id else []:
+        if current in keys:
+            return keys[current]
+    return None
 
 
 def linked_parent(trace_id: str, links: object) -> tuple[str, str] | None:

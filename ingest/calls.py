@@ -146,6 +146,9 @@ class BatchWork:
     renumber: set[int] = field(default_factory=set)  # runs that lost a replaced call
     untitled: set[int] = field(default_factory=set)  # runs whose first call's root span came now
     relinked: set[int] = field(default_factory=set)  # runs whose stored calls an agent span relinked
+    # The runs that spans above calls naming none of their own name (lock_runs): the new calls are keyed
+    # by them, and stored ones move there (resolve_agents).
+    declared: agent_sessions.Declared | None = None
     # resolve_agents
     every_call: list[Call] = field(default_factory=list)
     calls_of: dict[int, list[Call]] = field(default_factory=dict)  # the new calls by run id
@@ -196,16 +199,22 @@ def keep_new(work: BatchWork) -> None:
 
 
 def lock_runs(work: BatchWork) -> None:
-    """Create the runs written to and lock them, with the runs an agent span of these traces may relink
-    and those whose first call's root span this part brings (``retitle``)."""
+    """Create the runs written to and lock them, with the runs an agent span of these traces may relink,
+    those whose first call's root span this part brings (``retitle``), and the runs that a span above
+    calls naming no run of their own names, with the runs those calls leave (``agent_sessions.declared``)."""
     project_id = work.batch.project_id
     agent_traces = {op["trace_id"] for op in work.operations if op["kind"] == normalise.AGENT}
     linked = agent_sessions.runs_of(
         project_id, agent_traces | agent_sessions.with_agents(project_id, work.traces)
     )
+    work.declared = agent_sessions.declared(project_id, work.traces, work.new)
+    for record, keyed in zip(work.new, work.declared.records, strict=True):
+        if keyed is not record and id(record) in work.built:  # the call built for it is still the one
+            work.built[id(keyed)] = (keyed, work.built[id(record)][1])
+    work.new = work.declared.records
     work.untitled = _first_calls_under_new_roots(work)
-    extra = {call.run_id for call in work.replaced} | linked | work.untitled
-    work.runs = _locked_runs(work.batch, work.new, work.operations, extra, work.wait)
+    extra = {call.run_id for call in work.replaced} | linked | work.untitled | work.declared.sources
+    work.runs = _locked_runs(work.batch, work.new, work.operations, extra, work.wait, work.declared.runs)
 
 
 def remove_replaced(work: BatchWork) -> None:
@@ -232,7 +241,9 @@ def resolve_agents(work: BatchWork) -> None:
         run_id = work.runs[record.run_key].id
         calls_of[run_id].append(_call_of(work.built, work.batch, run_id, record))
     work.every_call = [call for calls in calls_of.values() for call in calls]
-    work.relinked |= agent_sessions.resolve(work.batch.project_id, work.traces, work.every_call, work.runs)
+    work.relinked |= agent_sessions.resolve(
+        work.batch.project_id, work.traces, work.every_call, work.runs, work.declared
+    )
     work.calls_of = defaultdict(list)
     for call in work.every_call:
         work.calls_of[call.run_id].append(call)
@@ -339,21 +350,33 @@ def _remove_replaced(runs: dict[str, Run], calls: list[Call]) -> set[int]:
 
 
 def _locked_runs(
-    batch: Batch, records: list[CallRecord], operations: list[dict], extra_run_ids: set[int], wait: bool
+    batch: Batch,
+    records: list[CallRecord],
+    operations: list[dict],
+    extra_run_ids: set[int],
+    wait: bool,
+    extra_keys: dict[str, tuple[str, str]] | None = None,
 ) -> dict[str, Run]:
+    """The runs of ``records``, of ``extra_keys`` (key -> (source, service name)) and ``extra_run_ids``,
+    created where they are not yet and locked."""
     first_seen: dict[str, CallRecord] = {}
     for record in records:
         first_seen.setdefault(record.run_key, record)
+    made = {
+        key: (record.run_key_source, record.service, record.agent_name) for key, record in first_seen.items()
+    }
+    for key, (source, service) in (extra_keys or {}).items():
+        made.setdefault(key, (source, service, ""))
     Run.objects.bulk_create(
         [
             Run(
                 project_id=batch.project_id,
                 key=key,
-                key_source=record.run_key_source,
-                service_name=record.service[:200],
-                agent_name=record.agent_name,
+                key_source=source,
+                service_name=service[:200],
+                agent_name=agent_name,
             )
-            for key, record in first_seen.items()
+            for key, (source, service, agent_name) in made.items()
         ],
         ignore_conflicts=True,
     )
@@ -373,7 +396,7 @@ def _locked_runs(
             ).values_list("run_id", flat=True)
         )
     wanted = Run.objects.select_related("project").filter(  # the analysis reads the project's settings
-        Q(project_id=batch.project_id, key__in=list(first_seen)) | Q(id__in=affected)
+        Q(project_id=batch.project_id, key__in=list(made)) | Q(id__in=affected)
     )
     return {run.key: run for run in locks.lock_runs(wanted, wait)}
 

@@ -77,12 +77,16 @@ def _first_text(attributes: dict, keys: Iterable[str]) -> tuple[str, str]:
     return "", ""
 
 
+# A run's key source when nothing named the run: its key is the trace id.
+TRACE_KEY_SOURCE = "trace_id"
+
+
 def run_key(attributes: dict, trace_id: str) -> tuple[str, str]:
     """The run a call belongs to and where that key came from; the trace id when nothing names one."""
     value, key = _first_text(attributes, semconv.RUN_KEYS)
     if value:
         return value[:200], key
-    return trace_id, "trace_id"
+    return trace_id, TRACE_KEY_SOURCE
 
 
 def tool_name(definition: dict) -> str:

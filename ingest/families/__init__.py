@@ -112,6 +112,15 @@ def sub_agents(attributes: dict) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
+def graph_step(attributes: dict) -> tuple[str, str] | None:
+    """(the step, the graph it is a step of) when an agent span is one step of a graph run, as the first
+    family that says so tells."""
+    for family in FAMILIES:
+        if family.graph_step is not None and (found := family.graph_step(attributes)) is not None:
+            return found
+    return None
+
+
 def tool_name(name: str, attributes: dict) -> str:
     """The tool a tool-execution span ran, where no shared key (``semconv.TOOL_NAME``) names it."""
     for family in FAMILIES:
@@ -181,6 +190,7 @@ __all__ = [
     "content_attributes",
     "context_edits",
     "finish_reasons",
+    "graph_step",
     "input_messages",
     "output_messages",
     "sub_agents",

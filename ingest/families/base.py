@@ -143,6 +143,10 @@ class Family:
     # An agent span's attributes -> the names of the sub-agents it declares: its model is offered each
     # as a tool (``ingest.agents``).
     sub_agents: Callable[[dict], tuple[str, ...]] | None = None
+    # An agent span's attributes -> (the step, the graph it is a step of: "" for the top graph) when the span
+    # is one step of a graph run rather than an agent of its own (LangGraph's node runs): its calls may be
+    # its graph's agent's (``ingest.agents``).
+    graph_step: Callable[[dict], tuple[str, str] | None] | None = None
     # A tool execution's (span name, attributes) -> the tool it ran, where no shared key names it.
     tool_name: Callable[[str, dict], str] | None = None
     # A tool execution's attributes -> what this family's span adds to it (an MCP span: its method, session

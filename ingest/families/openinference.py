@@ -24,6 +24,13 @@ OUTPUT_VALUE = "output.value"  # the response object as JSON (Responses API: no 
 # ``llm.tools`` leave them out (0.1.43).
 MANAGED_AGENTS = "smolagents.managed_agents"
 MAX_SUB_AGENTS = 100
+# LangGraph's run metadata, which openinference-instrumentation-langchain copies into ``metadata`` on every
+# span of a node's run: its checkpoint namespace, one ``node:task`` segment per graph level, joined by "|"
+# (``research_agent:6ced…|agent:d4cd…`` in a subgraph; langgraph 1.2.24). That instrumentation marks a span
+# AGENT whenever its name holds "agent" (0.1.80): a graph named ``weather_agent`` and, at each step, its
+# model node ``agent`` both are.
+LANGGRAPH_NAMESPACE = "langgraph_checkpoint_ns"
+LANGGRAPH_LEVELS = "|"
 
 # The Responses API has a status, no finish reason: as openinference-instrumentation-openai-agents maps it.
 _RESPONSE_STATUS = {"completed": "stop", "failed": "error", "cancelled": "cancelled"}
@@ -93,6 +100,16 @@ def sub_agents(attributes: dict) -> tuple[str, ...]:
     names = (entry.get("name") for entry in listed if isinstance(entry, dict))
     kept = (name.strip()[:200] for name in names if isinstance(name, str) and name.strip())
     return tuple(dict.fromkeys(kept))[:MAX_SUB_AGENTS]
+
+
+def graph_step(attributes: dict) -> tuple[str, str] | None:
+    """A LangGraph node's run: its namespace, and its graph's (one level up; "" for the top graph)."""
+    metadata = parse_json(attributes.get(METADATA))
+    namespace = metadata.get(LANGGRAPH_NAMESPACE) if isinstance(metadata, dict) else None
+    if not isinstance(namespace, str) or not namespace.strip():
+        return None
+    namespace = namespace.strip()
+    return namespace, namespace.rpartition(LANGGRAPH_LEVELS)[0]
 
 
 def finish_reasons(attributes: dict, content: dict) -> tuple[str, ...] | None:
@@ -176,4 +193,5 @@ FAMILY = Family(
     usage_details=usage_details,
     context_edits=context_edits,
     sub_agents=sub_agents,
+    graph_step=graph_step,
 )

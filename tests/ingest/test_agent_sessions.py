@@ -23,13 +23,15 @@ def span_id(number: int) -> bytes:
     return number.to_bytes(8, "big")
 
 
-def other_span(request, number: int, parent: int | None, name: str, attributes: dict, start: int) -> None:
+def other_span(
+    request, number: int, parent: int | None, name: str, attributes: dict, start: int, trace: bytes = TRACE
+) -> None:
     """A non-call span (agent, tool, step) added to ``request``."""
     if not request.resource_spans:
         request.resource_spans.add().resource.attributes.append(kv("service.name", "agent"))
     scope = request.resource_spans[0].scope_spans
     span = (scope[0] if scope else scope.add()).spans.add()
-    span.trace_id, span.span_id, span.name, span.kind = TRACE, span_id(number), name, 1
+    span.trace_id, span.span_id, span.name, span.kind = trace, span_id(number), name, 1
     span.parent_span_id = span_id(parent) if parent is not None else b""
     span.start_time_unix_nano, span.end_time_unix_nano = START + start, START + start + 100
     for key, value in attributes.items():
@@ -120,6 +122,85 @@ def test_a_delegated_child_run_moves_into_its_parents_session_and_keeps_only_the
         None,
     )
     assert not Finding.objects.filter(run=link).exists() and link.analysed_seq == 0
+
+
+def unnamed_chat(request, number: int, parent: int, text: str, trace: bytes = TRACE, **attributes) -> None:
+    """A call that names no run (session) of its own, unless given ``attributes`` that do."""
+    factories.chat_span(
+        request,
+        trace_id=trace,
+        number=number,
+        parent=span_id(parent),
+        start=START + number * 10_000,
+        messages=[user_message(text)],
+        attributes={"gen_ai.usage.input_tokens": 100 * number, "gen_ai.usage.output_tokens": number}
+        | attributes,
+    )
+
+
+NEXT_TRACE = bytes(range(51, 67))
+PARENTS = {
+    "own span": {},  # the user's own span around the agent: no GenAI attribute at all
+    "chain": {"openinference.span.kind": "CHAIN"},
+    "agent": {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"},
+}
+
+
+@pytest.mark.parametrize("arrival", ["one batch", "parent last", "parent first"])
+@pytest.mark.parametrize("parent", PARENTS)
+def test_calls_naming_no_session_join_the_one_a_span_above_them_names(send, project, arrival, parent):
+    # Span 100 names session S1 around two calls that name none; the next request is another trace whose
+    # root (101) names S1 too. A parent ends, and so arrives, after its calls: "parent last" is usual.
+    first, second = ExportTraceServiceRequest(), ExportTraceServiceRequest()
+    unnamed_chat(first, 1, 100, "plan my trip")
+    unnamed_chat(first, 2, 100, "plan my trip")
+    parents = first if arrival == "one batch" else second
+    other_span(parents, 100, None, "request", PARENTS[parent] | {"session.id": "S1"}, 0)
+    for request in [second, first] if arrival == "parent first" else [first, second]:
+        if request.resource_spans:
+            send(request)
+    later = ExportTraceServiceRequest()
+    unnamed_chat(later, 3, 101, "and a hotel?", NEXT_TRACE)
+    other_span(later, 101, None, "request", PARENTS[parent] | {"session.id": "S1"}, 25_000, NEXT_TRACE)
+    send(later)
+
+    session = Run.objects.get(started_at__isnull=False)
+    assert (session.key, session.key_source) == ("S1", "session.id")
+    assert list(session.calls.order_by("seq").values_list("span_id", "seq", "turn")) == [
+        (span_id(1).hex(), 1, 1),
+        (span_id(2).hex(), 2, 1),
+        (span_id(3).hex(), 3, 2),
+    ]
+    assert (session.call_count, session.turn_count, session.prompt_total, session.output) == (3, 2, 600, 6)
+    assert (session.analysed_seq, session.parent_run_id, session.title) == (3, None, "plan my trip")
+    # The run the first trace's calls were in until their parent came keeps only its link.
+    for left in Run.objects.exclude(id=session.id):
+        assert (left.key, left.call_count, left.prompt_total, left.parent_run_id) == (
+            TRACE.hex(),
+            0,
+            None,
+            session.id,
+        )
+    assert Run.objects.count() == (2 if arrival == "parent last" else 1)
+
+
+def test_the_nearest_span_naming_a_run_wins_and_a_calls_own_key_above_all(send, project):
+    # 100 names S1; 101 under it names S2. Call 1 is under 101, call 2 under 100 names C3 itself, call 3
+    # under 100 names nothing. Parents last, as they end.
+    calls, parents = ExportTraceServiceRequest(), ExportTraceServiceRequest()
+    unnamed_chat(calls, 1, 101, "one")
+    unnamed_chat(calls, 2, 100, "two", **{"gen_ai.conversation.id": "C3"})
+    unnamed_chat(calls, 3, 100, "three")
+    other_span(parents, 101, 100, "step", {"session.id": "S2"}, 1)
+    other_span(parents, 100, None, "request", {"session.id": "S1"}, 0)
+    send(calls)
+    send(parents)
+    assert dict(Call.objects.values_list("span_id", "run__key")) == {
+        span_id(1).hex(): "S2",
+        span_id(2).hex(): "C3",
+        span_id(3).hex(): "S1",
+    }
+    assert not Run.objects.filter(key=TRACE.hex(), call_count__gt=0).exists()
 
 
 def linked_child_spans() -> dict[str, list]:
@@ -263,3 +344,43 @@ def test_the_traces_linking_into_a_batchs_agents_are_found_from_the_linked_roots
     roots = Span.objects.filter(project_id=project.id, parent_span_id="").exclude(links=[])
     plan = agent_sessions._linking_into(roots, {"a" * 32, "b" * 32}).explain()
     assert "span_linked_roots" in plan and "Seq Scan" not in plan, plan
+
+
+def test_the_spans_naming_a_run_are_read_from_their_partial_index_not_the_whole_trace(project):
+    """A batch of calls that name no run looks for a span above them that names one. Reading every stored
+    span of the trace (and its attributes) grew with the trace; the partial index holds only the spans
+    that name a run, with the predicate of the query key for key (a changed RUN_KEYS breaks this)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        services.require("DATABASE_URL naming PostgreSQL (the index is its own)")
+    resource = Resource.objects.create(project=project, hash="r", service_name="s", attributes={})
+    with connection.cursor() as cursor:  # one trace of 20,000 chat spans, one root naming a session
+        cursor.execute(
+            "INSERT INTO ingest_span (project_id, resource_id, trace_id, span_id, parent_span_id, name, kind,"
+            " start_time_unix_nano, end_time_unix_nano, status_code, status_message, scope_name,"
+            " scope_version, attributes, events, links, received_at)"
+            " SELECT %s, %s, repeat('a', 32), lpad(to_hex(g), 16, '0'), CASE WHEN g = 1 THEN '' ELSE"
+            " lpad(to_hex(1), 16, '0') END, 'chat', 3, g, g, 0, '', '', '', CASE WHEN g = 1 THEN"
+            ' \'{"session.id": "s-1"}\'::jsonb ELSE \'{"gen_ai.operation.name": "chat"}\'::jsonb END,'
+            " '[]', '[]', now() FROM generate_series(1, 20000) g",
+            [project.id, resource.id],
+        )
+        cursor.execute("ANALYZE ingest_span")
+    assert agent_sessions._named_runs(project.id, {"a" * 32}) == {
+        "a" * 32: {f"{1:016x}": ("s-1", "session.id")}
+    }
+    with connection.cursor() as cursor:
+        cursor.execute("SET enable_seqscan = off")  # the index or the trace's every span: which one
+        captured = []
+        with connection.execute_wrapper(
+            lambda execute, sql, params, many, context: (
+                captured.append((sql, params)) or execute(sql, params, many, context)
+            )
+        ):
+            agent_sessions._named_runs(project.id, {"a" * 32})
+        sql, params = captured[-1]
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("RESET enable_seqscan")
+    assert "span_named_runs" in plan, plan

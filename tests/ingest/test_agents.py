@@ -70,6 +70,76 @@ def test_a_nameless_agent_span_is_an_invocation_only_with_calls_of_its_own():
     assert (found["r"].parent, found["r"].entered, found["r"].depth) == ("m", agents.SUBAGENT, 1)
 
 
+def step_span(span_id, parent, name, start, step, step_of):
+    return AgentSpan(span_id, parent, name, start, "trace", nameless=True, step=step, step_of=step_of)
+
+
+def test_an_openinference_agent_span_that_is_a_langgraph_nodes_run_is_a_step_of_its_graph():
+    metadata = '{"langgraph_step": 1, "langgraph_node": "agent", "langgraph_checkpoint_ns": "%s"}'
+    kind = {"openinference.span.kind": "AGENT"}
+    top = agents.agent_span("n", "g", {**kind, "metadata": metadata % "agent:99"}, 2, "trace", "agent")
+    assert (top.name, top.step, top.step_of) == ("agent", "agent:99", "")
+    inner = {**kind, "metadata": metadata % "research_agent:6c|agent:d4"}
+    assert agents.agent_span("a", "r", inner, 3, "trace", "agent").step_of == "research_agent:6c"
+    # The graph's own span (no node's metadata), and junk, are no step.
+    for metadata in (
+        '{"thread_id": "t", "ls_integration": "langgraph"}',
+        "{",
+        '{"langgraph_checkpoint_ns": 5}',
+    ):
+        found = agents.agent_span("g", "", {**kind, "metadata": metadata}, 1, "trace", "weather_agent")
+        assert (found.step, found.step_of) == ("", "")
+
+
+def test_a_graph_step_calling_the_model_is_part_of_the_invocation_of_the_agent_running_its_graph():
+    # LangGraph: weather_agent g (the graph's own span) runs its model node, an AGENT span at each step (n1,
+    # n3), whose calls sit under a chain (n1-seq, n3-seq); the tools node t (step 2) is no agent span.
+    links = {"g": "", "n1": "g", "n1-seq": "n1", "t": "g", "n3": "g", "n3-seq": "n3"}
+    spans = {
+        "g": AgentSpan("g", "", "weather_agent", 1, "trace", nameless=True),
+        "n1": step_span("n1", "g", "agent", 2, "agent:1", ""),
+        "n3": step_span("n3", "g", "agent", 4, "agent:3", ""),
+    }
+    tree = Tree(links, ())
+    parents = ["n1-seq", "n3-seq"]
+    kept = agents.without_steps(tree, spans, parents)
+    assert sorted(kept) == ["g"]
+    found = agents.invocations(tree, agents.acting(tree, kept, parents))
+    for parent in parents:
+        call = agents.call_agent(parent, None, tree, kept, found)
+        assert (call.agent, call.invocation) == ("weather_agent", found["g"])
+    # Before the graph's own span arrives, each step is the agent.
+    assert agents.without_steps(Tree({"n1": "g", "n1-seq": "n1"}, ()), {"n1": spans["n1"]}, parents) == {
+        "n1": spans["n1"]
+    }
+
+
+def test_a_graph_step_running_a_graph_of_its_own_is_an_agent_and_the_rest_stay_agents():
+    # team_agent g runs research_agent as a node: the node's span r and the subgraph's rs (the same step),
+    # above the subgraph's model node a (its step, with the calls). writer_agent's node and subgraph spans are
+    # chains (w): its model node x is a step of a graph no agent span runs. y: a step under a tool of g's.
+    links = {"g": "", "r": "g", "rs": "r", "a": "rs", "w": "g", "x": "w", "tool": "g", "y": "tool"}
+    spans = {
+        "g": AgentSpan("g", "", "team_agent", 1, "trace", nameless=True),
+        "r": step_span("r", "g", "research_agent", 2, "research_agent:1", ""),
+        "rs": step_span("rs", "r", "research_agent", 2, "research_agent:1", ""),
+        "a": step_span("a", "rs", "agent", 3, "research_agent:1|agent:1", "research_agent:1"),
+        "x": step_span("x", "w", "agent", 5, "writer:2|agent:1", "writer:2"),
+        "y": step_span("y", "tool", "agent", 6, "agent:3", ""),
+    }
+    tree = Tree(links, {"tool"})
+    kept = agents.without_steps(tree, spans, ["a", "x", "y"])
+    assert sorted(kept) == ["g", "r", "x", "y"]
+    acting = agents.acting(tree, kept, ["a", "x", "y"])
+    assert sorted(acting) == ["r", "x", "y"]  # g, without calls of its own, is the workflow around them
+    found = agents.invocations(tree, acting, set(kept) - set(acting))
+    assert agents.call_agent("a", None, tree, kept, found).invocation == found["r"]
+    assert [(found[key].parent, found[key].entered) for key in ("r", "x")] == [
+        (None, agents.ROOT),
+        ("r", agents.HANDOFF),
+    ]
+
+
 def test_a_handoff_is_a_sibling_whose_node_parent_is_the_agent_before_it():
     # Workflow w; triage (t) and billing (b) are siblings; b's graph.node.parent_id names triage.
     links = {"w": "", "t": "w", "t-turn": "t", "b": "w", "b-turn": "b"}
@@ -167,6 +237,16 @@ def test_a_child_runs_calls_move_to_the_run_of_their_roots_first_top_level_call(
     assert agents.session_runs(calls) == {"c1": 1, "c2": 1}
     # Before the root's own calls arrive, nothing moves: there is no session run to move to yet.
     assert agents.session_runs([call for call in calls if call.run_id != 1]) == {}
+
+
+def test_a_call_naming_no_run_is_in_the_run_the_nearest_span_above_it_names():
+    links = {"root": "", "step": "root", "inner": "step", "call": "inner", "other": "root"}
+    keys = {"root": ("S1", "session.id"), "inner": ("C2", "gen_ai.conversation.id")}
+    assert agents.declared_key("call", links, keys) == ("C2", "gen_ai.conversation.id")
+    assert agents.declared_key("other", links, keys) == ("S1", "session.id")
+    assert agents.declared_key("root", links, {}) is None
+    assert agents.declared_key("", links, keys) is None
+    assert agents.declared_key("a", {"a": "b", "b": "a"}, {}) is None  # a cycle in untrusted ids ends
 
 
 PARENT_TRACE = "ab" * 16
