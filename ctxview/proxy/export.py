@@ -27,7 +27,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from ctxview.proxy import record
 from ctxview.proxy.exchange import Exchange
-from ctxview.proxy.runs import Runs
+from ctxview.proxy.runs import Runs, window_of
 from ctxview.proxy.spool import Spool
 
 logger = logging.getLogger("ctxview.proxy")
@@ -47,9 +47,11 @@ def service_of(user_agent: str) -> str:
     return product[:100] or DEFAULT_SERVICE
 
 
-def span_of(exchange: Exchange, run_attributes: dict) -> dict:
+def span_of(exchange: Exchange, run_attributes: dict, attributes: dict | None = None) -> dict:
     """The spooled form of a recorded call: what ``to_readable`` rebuilds a span from."""
-    attributes = record.attributes_of(exchange) | run_attributes
+    if attributes is None:
+        attributes = record.attributes_of(exchange)
+    attributes = attributes | run_attributes
     model = attributes.get(record.REQUEST_MODEL, "")
     return {
         "trace_id": secrets.token_hex(16),
@@ -241,10 +243,20 @@ class Recorder:
     def record(self, exchange: Exchange) -> None:
         """Turn one exchange into a spooled span, on the calling thread."""
         try:
+            attributes = record.attributes_of(exchange)
+            window = None
+            if self.runs.chains(exchange.request_headers):  # a run or session header names the run
+                window = window_of(
+                    attributes.get(record.SYSTEM_INSTRUCTIONS),
+                    attributes.get(record.TOOL_DEFINITIONS),
+                    attributes.get(record.INPUT_MESSAGES),
+                    attributes.get(record.RESPONSE_ID, ""),
+                    attributes.get(record.OPENAI_PREVIOUS_RESPONSE, ""),
+                )
             run_attributes = self.runs.attributes(
-                exchange.request_headers, exchange.key_hash, exchange.route, exchange.start_ns / 1e9
+                exchange.request_headers, exchange.key_hash, exchange.route, exchange.start_ns / 1e9, window
             )
-            self.spool.put(span_of(exchange, run_attributes))
+            self.spool.put(span_of(exchange, run_attributes, attributes))
             self.recorded += 1
             if self.sender is not None:
                 self.sender.wake.set()
