@@ -269,6 +269,16 @@ def _not_captured(attributes: dict) -> str:
     )
 
 
+def _continued_note(what: str, identifier: str) -> str:
+    """The request sent only its new items: the provider keeps the earlier turns of ``identifier``."""
+    # TODO(issue 33): rebuild the window from the run's call that answered ``identifier`` (its window,
+    # then its output, then these items); needs that call's response id and output kept.
+    return (
+        f"the request continues {what} {identifier}: the provider kept the earlier turns, so this window "
+        "holds only the items the request sent (not rebuilt)"
+    )[:300]
+
+
 def _finish_reasons(
     attributes: dict,
     content: dict,
@@ -388,6 +398,8 @@ def call_record(
         notes.append(note[:300])
     if not content_captured and manifest_source != "explicit":
         notes.append(_not_captured(attributes))
+    elif (continued := families.continues(attributes)) is not None and manifest_source == "derived":
+        notes.append(_continued_note(*continued))
 
     finish_reasons = _finish_reasons(
         attributes, content, outputs, provider, scope_name, scope_version, bool(tool_calls)

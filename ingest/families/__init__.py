@@ -106,6 +106,15 @@ def context_edits(attributes: dict) -> list[dict]:
     return [edit for family in FAMILIES if family.context_edits for edit in family.context_edits(attributes)]
 
 
+def continues(attributes: dict) -> tuple[str, str] | None:
+    """(what, its id) when the request continues a response or conversation the provider keeps, as the
+    first family that says so tells."""
+    for family in FAMILIES:
+        if family.continues is not None and (found := family.continues(attributes)) is not None:
+            return found
+    return None
+
+
 def sub_agents(attributes: dict) -> tuple[str, ...]:
     """The names of the sub-agents an agent span declares, as any family sends them."""
     found = (name for family in FAMILIES if family.sub_agents for name in family.sub_agents(attributes))
@@ -189,6 +198,7 @@ __all__ = [
     "classify",
     "content_attributes",
     "context_edits",
+    "continues",
     "finish_reasons",
     "graph_step",
     "input_messages",

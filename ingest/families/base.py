@@ -138,6 +138,9 @@ class Family:
     # attributes -> what the provider or the framework did to this call's context before the model saw
     # it (Anthropic's context editing, a compaction): each {"type": ..., "<cleared_…>": count}.
     context_edits: Callable[[dict], list[dict]] | None = None
+    # attributes -> what the request continues where the provider keeps the earlier turns (the Responses
+    # API's previous_response_id or conversation): ("previous response" | "conversation", its id).
+    continues: Callable[[dict], tuple[str, str] | None] | None = None
     # A coding CLI: calls assembled per session from its spans and log records (``ingest.sessions``).
     sessions: Sessions | None = None
     # An agent span's attributes -> the names of the sub-agents it declares: its model is offered each

@@ -18,6 +18,9 @@ INPUT_MESSAGES = "llm.input_messages"
 OUTPUT_MESSAGES = "llm.output_messages"
 TOOLS = "llm.tools"
 METADATA = "metadata"  # JSON; the Anthropic instrumentation adds the response's cache_miss_reason
+# The request's parameters as JSON, minus its input: the Responses API's previous_response_id and
+# conversation are kept here (openinference-instrumentation-openai 0.1.66), the earlier turns are not.
+INVOCATION_PARAMETERS = "llm.invocation_parameters"
 OUTPUT_VALUE = "output.value"  # the response object as JSON (Responses API: no llm.finish_reason)
 # openinference-instrumentation-smolagents: an AGENT span lists its managed agents
 # (``smolagents.managed_agents.0.name``), which smolagents offers its model as tools; the LLM spans'
@@ -175,6 +178,22 @@ def context_edits(attributes: dict) -> list[dict]:
     return found
 
 
+def continues(attributes: dict) -> tuple[str, str] | None:
+    """The response or conversation a Responses API request continues (the provider keeps its turns)."""
+    parameters = parse_json(attributes.get(INVOCATION_PARAMETERS))
+    if not isinstance(parameters, dict):
+        return None
+    previous = parameters.get("previous_response_id")
+    if isinstance(previous, str) and previous:
+        return "previous response", previous[:200]
+    conversation = parameters.get("conversation")  # an id, or {"id": ...}
+    if isinstance(conversation, dict):
+        conversation = conversation.get("id")
+    if isinstance(conversation, str) and conversation:
+        return "conversation", conversation[:200]
+    return None
+
+
 FAMILY = Family(
     name="openinference",
     kind_of=kind_of,
@@ -192,6 +211,7 @@ FAMILY = Family(
     finish_reasons=finish_reasons,
     usage_details=usage_details,
     context_edits=context_edits,
+    continues=continues,
     sub_agents=sub_agents,
     graph_step=graph_step,
 )
