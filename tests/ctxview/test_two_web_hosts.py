@@ -22,10 +22,10 @@ def cache_url(broker_url):
     """A Redis database of its own on the broker's server (the cache the two processes share)."""
     if not broker_url.startswith("redis://"):
         services.require("a Redis broker (its server holds the shared cache)")
-    server = broker_url.rsplit("/", 1)[0]
+    server, broker_db = broker_url.rsplit("/", 1)
     import redis
 
-    url = f"{server}/13"
+    url = f"{server}/{12 if broker_db == '13' else 13}"  # never the broker's own database: it is flushed
     redis.Redis.from_url(url).flushdb()
     yield url
     redis.Redis.from_url(url).flushdb()
