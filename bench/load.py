@@ -499,8 +499,9 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # The load shapes: "chats", each conversation one trace of chat spans in order (the suite's first load);
-# "conversations", each conversation over several traces with an agent span per trace (issue 19).
-SHAPES = ("chats", "conversations")
+# "conversations", each conversation over several traces with an agent span per trace (issue 19);
+# "fresh", the same shape with every call's messages new text and a random cache read (issue 37).
+SHAPES = ("chats", "conversations", "fresh")
 
 
 @dataclass
@@ -513,8 +514,8 @@ class Load:
 
 def build_load(total_spans: int, use_gzip: bool, shape: str = "chats") -> Load:
     started = time.perf_counter()
-    if shape == "conversations":
-        raw = build_conversations(total_spans)
+    if shape in ("conversations", "fresh"):
+        raw = build_conversations(total_spans, fresh=shape == "fresh")
         total_spans, calls = conversation_spans(total_spans)
         counts = span_counts(total_spans)
     else:

@@ -3,7 +3,8 @@
 - ``build_batches``: the load, ExportTraceServiceRequests of BATCH_SIZE ~4 KB chat spans, one agent
   conversation (run) per SPANS_PER_TRACE spans.
 - ``build_conversations``: the load as agents export it (issue 19): each conversation spread over several
-  traces, an agent span per trace with its chat spans under it, OpenInference and GenAI attributes.
+  traces, an agent span per trace with its chat spans under it, OpenInference and GenAI attributes;
+  ``fresh=True``: every call's messages new text (issue 37).
 - ``build_run``: one long run whose every call resends its history (optionally a sliding window of it),
   one request per call, as an agent exporting each call as it ends.
 """
@@ -113,9 +114,13 @@ def conversation_spans(total_spans: int) -> tuple[int, int]:
     return traces * (CHATS_PER_TRACE + 1), traces * CHATS_PER_TRACE
 
 
-def build_conversations(total_spans: int, seed: int = 3) -> list[bytes]:
+def build_conversations(total_spans: int, seed: int = 3, fresh: bool = False) -> list[bytes]:
     """Serialized ExportTraceServiceRequests of BATCH_SIZE spans (the last one shorter) of conversations
-    spread over TRACES_PER_CONVERSATION traces; ``conversation_spans`` says how many spans and calls."""
+    spread over TRACES_PER_CONVERSATION traces; ``conversation_spans`` says how many spans and calls.
+
+    ``fresh`` (issue 37): every call's 6 input messages (~2 KB in all) are new text never sent before, as
+    when an agent reads new files or tool output at every step, and each call reports a random cache read.
+    """
     rng = random.Random(seed)
     vocabulary = make_vocabulary(rng)
     run = os.urandom(8)
@@ -144,6 +149,8 @@ def build_conversations(total_spans: int, seed: int = 3) -> list[bytes]:
                 ("assistant", replies[-1]),
                 ("user", users[-1]),
             ]
+            if fresh:  # ~340 characters each: ~2 KB of text no earlier call had
+                messages = [(role, text(rng, vocabulary, 340)) for role, _ in messages]
             span = Span(trace_id=trace_id, parent_span_id=root_id, kind=Span.SPAN_KIND_CLIENT)
             span.span_id = struct.pack(">Q", ((trace + 1) << 32) + position + 1)
             span.name = f"chat {model}"
@@ -167,6 +174,14 @@ def build_conversations(total_spans: int, seed: int = 3) -> list[bytes]:
                     attribute("gen_ai.usage.output_tokens", output),
                 ]
             )
+            if fresh:
+                read = rng.randint(0, prompt)
+                span.attributes.extend(
+                    [
+                        attribute("llm.token_count.prompt_details.cache_read", read),
+                        attribute("gen_ai.usage.cache_read.input_tokens", read),
+                    ]
+                )
             for index, (role, content) in enumerate(messages):
                 span.attributes.extend(
                     [

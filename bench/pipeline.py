@@ -16,7 +16,8 @@ PostgreSQL backend. The variants change one thing each, to put a number on a pro
 - cold-cache: the in-process token cache emptied before each batch, as if each batch went to a worker
   that never saw the run before (another worker process, or one just restarted).
 
-``--shape conversations``: the load of issue 19 (bench/payloads.py ``build_conversations``) instead.
+``--shape conversations``: the load of issue 19 (bench/payloads.py ``build_conversations``) instead;
+``--shape fresh``: the same with every call's text new (issue 37).
 """
 
 import argparse
@@ -84,9 +85,9 @@ def run_variant(variant: str, batches: int, database_url: str, shape: str = "cha
         tokens.count_all = counting
 
         project = Project.objects.create(slug="bench", name="bench")
-        if shape == "conversations":
+        if shape in ("conversations", "fresh"):
             spans, calls = conversation_spans(BATCH_SIZE * batches)
-            bodies = build_conversations(BATCH_SIZE * batches, seed=5)
+            bodies = build_conversations(BATCH_SIZE * batches, seed=5, fresh=shape == "fresh")
         else:
             spans = calls = BATCH_SIZE * batches
             bodies = build_batches(spans, seed=5)
@@ -135,7 +136,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--variant", choices=VARIANTS, default="baseline")
     parser.add_argument("--all", action="store_true", help="every variant, each in a process of its own")
-    parser.add_argument("--shape", choices=["chats", "conversations"], default="chats")
+    parser.add_argument("--shape", choices=["chats", "conversations", "fresh"], default="chats")
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -298,7 +298,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--conversation-workers",
         default="2",
-        help="PostgreSQL worker counts loaded with the conversations shape too (issue 19; '': none)",
+        help="PostgreSQL worker counts loaded with the conversations and fresh shapes ('': none)",
     )
     parser.add_argument("--phoenix", type=Path, help="a virtualenv with arize-phoenix: send it the load too")
     parser.add_argument("--phoenix-port", type=int, default=6006)
@@ -389,8 +389,9 @@ def main() -> None:
             if args.endpoint:
                 results.append(load_endpoint(args.endpoint, args.key, load.bodies, load.spans, args))
             conversation_workers = [int(count) for count in args.conversation_workers.split(",") if count]
-            if conversation_workers:
-                load = build_load(args.spans, not args.no_gzip, "conversations")
+            # The conversations shape, then the same with every call's text new (issue 37).
+            for shape in ("conversations", "fresh") if conversation_workers else ():
+                load = build_load(args.spans, not args.no_gzip, shape)
                 for workers in conversation_workers:
                     results.append(_load_row(load, "postgres", workers, "http", args))
                 if args.phoenix:
