@@ -7,7 +7,8 @@ streams it prints the added time to the first byte and to the last byte, p50 and
 direct, each percentile taken over its own requests; direct and proxied rounds alternate, so both see
 the same load from the rest of the machine), the proxy's RSS (the forwarding process + its recording
 process) and the forwarding process's CPU time per call; then the RSS after streams 10x longer (memory
-should not grow with stream length beyond the recorded copy of one answer per stream in flight), how
+should not grow with stream length: past 256 KB an answer is spilled to a file; ``--longer 100`` makes
+the long streams about 650 KB, past that threshold), how
 many calls reached the sink, and the recording process's CPU time per call.
 
 ``--recording off`` serves the same forwarding without recording (where the time goes);
@@ -141,6 +142,14 @@ def _rss_mb(pid: int) -> tuple[float, float]:
     return (sizes[0], sum(sizes[1:])) if sizes else (float("nan"), float("nan"))
 
 
+def _peak_mb(pid: int) -> float:
+    """The forwarding process's peak RSS (VmHWM) so far, in MB: what streams in flight held at once."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def _rss(pid: int) -> str:
     own, children = _rss_mb(pid)
     return f"{own:.1f} + {children:.1f}"
@@ -158,7 +167,7 @@ def _serve_forwarding(listen: str, upstream: str) -> None:
         asyncio.run(cli._serve(proxy, host, int(port), "-", Path("."), 0))
 
 
-async def _main(rounds: int, recording: bool, root: Path) -> None:
+async def _main(rounds: int, recording: bool, root: Path, longer: int = 10) -> None:
     upstream_port, sink_port, proxy_port = _free_port(), _free_port(), _free_port()
     app = web.Application()
     app.router.add_post("/v1/messages", _upstream)
@@ -213,9 +222,12 @@ async def _main(rounds: int, recording: bool, root: Path) -> None:
                 f"  {added[0]:>14.2f} / {added[1]:<12.2f}  {added[2]:>13.2f} / {added[3]:<12.2f}"
                 f"  {_rss(proxy.pid):>11}  {forwarding_cpu * 1000 / (len(p_first) + concurrency):>12.3f}"
             )
-        await _measure(direct, through, 200, 2, EVENTS * 10)
+        await _measure(direct, through, 200, 2, EVENTS * longer)
         calls += 600
-        print(f"after 400 streams 10x longer: proxy RSS {_rss(proxy.pid)} MB; load average {_load()}")
+        print(
+            f"after 400 streams {longer}x longer: proxy RSS {_rss(proxy.pid)} MB,"
+            f" forwarding peak {_peak_mb(proxy.pid):.1f} MB; load average {_load()}"
+        )
         waited = time.monotonic()
         while recording and RECEIVED[0] < calls and time.monotonic() - waited < 30:
             await asyncio.sleep(0.1)
@@ -253,6 +265,9 @@ def _load() -> str:
 if __name__ == "__main__":
     arguments = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     arguments.add_argument("--rounds", type=int, default=5, help="rounds of 200 streams (x20 single streams)")
+    arguments.add_argument(
+        "--longer", type=int, default=10, help="how many times longer the last streams are (default 10)"
+    )
     arguments.add_argument("--recording", choices=("on", "off"), default="on")
     arguments.add_argument("--proxy-root", type=Path, default=ROOT, help="the checkout the proxy runs from")
     arguments.add_argument(
@@ -262,4 +277,6 @@ if __name__ == "__main__":
     if options.serve_forwarding:
         _serve_forwarding(*options.serve_forwarding)
     else:
-        asyncio.run(_main(options.rounds, options.recording == "on", options.proxy_root.resolve()))
+        asyncio.run(
+            _main(options.rounds, options.recording == "on", options.proxy_root.resolve(), options.longer)
+        )

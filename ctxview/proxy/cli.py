@@ -87,7 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     recording = RecordingProcess(
         options.send_to, options.key, directory, options.spool_max_calls, options.spool_max_mb * 2**20
     )
-    proxy = server.Proxy(dict(options.upstream), recording.submit, runs.load_salt(directory))
+    proxy = server.Proxy(
+        dict(options.upstream),
+        recording.submit,
+        runs.load_salt(directory),
+        spill_to=recording.pending_directory,
+    )
     host, port = options.listen
     serve(proxy, host, port, recording)
     return 0

@@ -6,7 +6,11 @@ parses or encodes: it only captures an ``Exchange`` and hands it to the recordin
 
 from __future__ import annotations
 
+import logging
+import os
 from dataclasses import dataclass
+
+logger = logging.getLogger("ctxview.proxy")
 
 
 @dataclass
@@ -20,13 +24,31 @@ class Exchange:
     request_body: bytes
     status: int
     response_headers: dict[str, str]
-    response_body: bytes | None  # None: larger than the capture limit, not kept
+    response_body: bytes | None  # None: larger than the capture limit, not kept (or in the file below)
     start_ns: int
     end_ns: int
     first_byte_ns: int | None = None
     error: str = ""  # the proxy's own failure (upstream timeout, connection refused, client gone)
     key_hash: str = ""  # salted hash of the provider key (runs.key_hash), "" when none was sent
     server_address: str = ""
+    # An answer past the proxy's spill threshold waits in this file, not in memory (response_body is then
+    # None): the recording side reads it, and removes it once the exchange is recorded or dropped.
+    response_body_path: str = ""
+
+
+def discard_body(exchange: Exchange) -> None:
+    """Remove the exchange's spilled answer, if any (it was recorded, or will not be)."""
+    if exchange.response_body_path:
+        remove_body_file(exchange.response_body_path)
+
+
+def remove_body_file(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        logger.warning("could not remove %s: %s", path, exc)
 
 
 def is_recorded(route: str, method: str, path: str) -> bool:

@@ -12,6 +12,7 @@ served in-process (tests).
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import secrets
 import threading
@@ -26,7 +27,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from ctxview.proxy import record
-from ctxview.proxy.exchange import Exchange
+from ctxview.proxy.exchange import Exchange, discard_body
 from ctxview.proxy.runs import Runs, window_of
 from ctxview.proxy.spool import Spool
 
@@ -222,6 +223,7 @@ class Recorder:
         try:
             self._queue.put_nowait(exchange)
         except queue.Full:
+            discard_body(exchange)
             self.dropped += 1
             logger.warning("recording is behind: a call was not recorded (%d so far)", self.dropped)
 
@@ -241,7 +243,24 @@ class Recorder:
             self.sender.stop(drain_s)
 
     def record(self, exchange: Exchange) -> None:
-        """Turn one exchange into a spooled span, on the calling thread."""
+        """Turn one exchange into a spooled span, on the calling thread; then remove its spilled answer."""
+        if exchange.response_body_path:
+            try:
+                with open(exchange.response_body_path, "rb") as file:
+                    exchange.response_body = file.read()
+            except FileNotFoundError:
+                # Removed only once recorded: a recording process that died before forgetting the
+                # exchange left it in Pending, and its span is already spooled.
+                logger.info("%s: already recorded", os.path.basename(exchange.response_body_path))
+                return
+            except OSError as exc:
+                logger.warning("could not read a recorded answer (%s): recorded without it", exc)
+        try:
+            self._record(exchange)
+        finally:
+            discard_body(exchange)
+
+    def _record(self, exchange: Exchange) -> None:
         try:
             attributes = record.attributes_of(exchange)
             window = None

@@ -13,7 +13,9 @@ exchange under the spool) at the forwarding process's priority, while recording 
 process's memory, and what a child that died had not recorded the next one records. Should the child
 not read at all, the exchanges wait in the loop's write buffer up to ``BUFFER_LIMIT`` bytes; beyond that
 (or beyond the spool's size in ``Pending``) a call is not recorded: a counter and a log line, as when the
-spool is full. The provider key never crosses the pipe (only its salted hash, computed on the loop). The
+spool is full. An answer past the forwarding process's spill threshold crosses as the path of a file in
+``Pending``'s folder (``Exchange.response_body_path``), which stays until its exchange is recorded or
+dropped. The provider key never crosses the pipe (only its salted hash, computed on the loop). The
 child ends when its pipe closes, after recording what it was handed and trying to send the spool for a
 moment (the rest waits on disk for the next start); a child that died is started again.
 """
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ctxview.proxy import spool
-from ctxview.proxy.exchange import Exchange
+from ctxview.proxy.exchange import Exchange, discard_body
 
 logger = logging.getLogger("ctxview.proxy")
 
@@ -69,6 +71,7 @@ class RecordingProcess:
         max_bytes: int = spool.MAX_BYTES,
         buffer_limit: int = BUFFER_LIMIT,
     ) -> None:
+        self.pending_directory = directory / PENDING  # where the forwarding process spills long answers
         self.command = [
             sys.executable,
             "-m",
@@ -99,11 +102,11 @@ class RecordingProcess:
         process = self._process
         writer = process.stdin if process is not None else None
         if writer is None or process.returncode is not None or writer.is_closing():
-            self._drop("the recording process is not running")
+            self._drop(exchange, "the recording process is not running")
             return
         data = frame(exchange)
         if writer.transport.get_write_buffer_size() + len(data) > self.buffer_limit:
-            self._drop("recording is behind")
+            self._drop(exchange, "recording is behind")
             return
         writer.write(data)
         self.handed += 1
@@ -152,7 +155,8 @@ class RecordingProcess:
             pause = min(pause * 2, MAX_RESTART_PAUSE_S)
             await self._spawn()
 
-    def _drop(self, reason: str) -> None:
+    def _drop(self, exchange: Exchange, reason: str) -> None:
+        discard_body(exchange)
         self.dropped += 1
         if self.dropped == 1 or self.dropped % 100 == 0:  # a log line per drop would add to the overload
             logger.warning("%s: a call was not recorded (%d so far)", reason, self.dropped)
@@ -210,12 +214,13 @@ class Pending:
         with self._condition:
             return len(self._waiting)
 
-    def put(self, data: bytes) -> None:
+    def put(self, data: bytes) -> bool:
+        """Whether the exchange was kept (if not, its spilled answer is the caller's to remove)."""
         with self._condition:
             if self._bytes + len(data) > self.max_bytes and self._waiting:
                 self.dropped += 1
                 logger.warning("recording is %d MB behind: a call was not recorded", self._bytes // 2**20)
-                return
+                return False
         name = f"{time.time_ns():020d}-{os.getpid()}-{next(self._sequence):08d}{SUFFIX}"
         temporary = self.directory / (name + ".tmp")
         try:
@@ -224,11 +229,12 @@ class Pending:
         except OSError as exc:  # a full disk; the pipe is read on all the same
             self.dropped += 1
             logger.warning("could not keep a call to record (%s): not recorded", exc)
-            return
+            return False
         with self._condition:
             self._waiting.append((name, len(data)))
             self._bytes += len(data)
             self._condition.notify()
+        return True
 
     def close(self) -> None:
         """No more puts: iterating ends once the waiting exchanges are taken."""
@@ -260,9 +266,20 @@ class Pending:
 def _read_pipe(stream: BinaryIO, pending: Pending) -> None:
     try:
         for data in frames(stream):
-            pending.put(data)
+            if not pending.put(data):
+                _discard(data)
     finally:
         pending.close()
+
+
+def _discard(data: bytes) -> None:
+    """Remove the spilled answer of an exchange that will not be recorded (no file left behind)."""
+    try:
+        exchange = pickle.loads(data)
+    except Exception:  # not an exchange of this version: nothing of ours to remove
+        return
+    if isinstance(exchange, Exchange):
+        discard_body(exchange)
 
 
 def parser() -> argparse.ArgumentParser:

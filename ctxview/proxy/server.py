@@ -6,16 +6,23 @@ answer's status, headers and body come back as the upstream sent them (no decomp
 chunk by chunk as they arrive, so a stream's first event reaches the client before the upstream is done.
 Upstream errors pass as they are; only a failure to reach the upstream at all is the proxy's own
 answer (502, or 504 on a timeout). Model calls are handed to the recorder once the answer is out.
+
+An answer being recorded is kept in memory only up to ``SPILL_THRESHOLD``; past it, it is appended to a
+file under ``spill_to`` as it arrives (issue 35: memory flat with stream length), and the recorder gets
+the file's path (``Exchange.response_body_path``), which it removes once the call is recorded or dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import parse_qsl
 
 import aiohttp
@@ -24,7 +31,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from ctxview.proxy import runs
-from ctxview.proxy.exchange import Exchange, is_recorded
+from ctxview.proxy.exchange import Exchange, is_recorded, remove_body_file
 
 logger = logging.getLogger("ctxview.proxy")
 
@@ -65,6 +72,11 @@ KEPT = frozenset(
 )
 KEPT_RESPONSE = frozenset({"content-type", "content-encoding", "request-id", "x-request-id"})
 CAPTURE_LIMIT = 64 * 1024 * 1024  # a larger answer is forwarded whole but not recorded
+SPILL_THRESHOLD = 256 * 1024  # an answer past this waits in a file, not in memory
+# Once spilled, the answer is appended in writes of about this size: plain blocking writes on the event
+# loop, each short (they reach the page cache, not the disk).
+SPILL_WRITE = 64 * 1024
+SPILL_SUFFIX = ".body"
 MAX_REQUEST = 512 * 1024 * 1024
 CONNECT_TIMEOUT_S = 30.0
 
@@ -84,6 +96,8 @@ class Proxy:
         submit: Callable[[Exchange], None] | None = None,
         salt: bytes = b"",
         capture_limit: int = CAPTURE_LIMIT,
+        spill_to: Path | None = None,
+        spill_threshold: int = SPILL_THRESHOLD,
     ) -> None:
         self.upstreams = {
             name: url.rstrip("/") for name, url in (DEFAULT_UPSTREAMS | (upstreams or {})).items()
@@ -92,6 +106,9 @@ class Proxy:
         self.submit = submit
         self.salt = salt
         self.capture_limit = capture_limit
+        self.spill_to = spill_to  # None: answers are kept in memory up to capture_limit
+        self.spill_threshold = spill_threshold
+        self._spilled = itertools.count()
         self.session: aiohttp.ClientSession | None = None
         self.in_flight = 0  # requests being forwarded or not yet handed to the recorder
 
@@ -103,6 +120,8 @@ class Proxy:
         return app
 
     async def _open(self, app: web.Application) -> None:
+        if self.spill_to is not None:
+            self.spill_to.mkdir(parents=True, exist_ok=True)
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S),
@@ -186,37 +205,47 @@ class Proxy:
                     if name.lower() in KEPT_RESPONSE
                 }
             await response.prepare(request)
-            # One growing buffer, not a list of chunks: no object per event, and freed in one piece.
-            captured = bytearray() if exchange is not None else None
+            capture = self._capture() if exchange is not None else None
             try:
-                async for chunk in upstream.content.iter_any():
-                    if exchange is not None and exchange.first_byte_ns is None:
-                        exchange.first_byte_ns = time.time_ns()
-                    await response.write(chunk)
-                    if captured is not None:
-                        if len(captured) + len(chunk) <= self.capture_limit:
-                            captured += chunk
-                        else:
-                            captured = None
-            except (ConnectionResetError, aiohttp.ClientConnectionResetError):
-                # The client went away: stop reading the upstream; record what was seen.
-                if exchange is not None:
-                    exchange.error = "client_disconnected"
-                    exchange.response_body = bytes(captured or b"")
-                return response
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                # The upstream broke off mid-answer: so does the proxy (no clean end of stream).
-                logger.warning("upstream %s broke off: %s", url.host, exc)
-                if exchange is not None:
-                    exchange.error = "upstream_broke_off"
-                    exchange.response_body = bytes(captured or b"")
-                if request.transport is not None:
-                    request.transport.close()
-                return response
-            await response.write_eof()
-            if exchange is not None and captured is not None:
-                exchange.response_body = bytes(captured)
+                return await self._stream(request, url, upstream, response, exchange, capture)
+            finally:
+                if capture is not None:
+                    capture.discard()  # a no-op once handed over; else (cancelled, an error) no file left
+
+    async def _stream(self, request, url, upstream, response, exchange, capture) -> web.StreamResponse:
+        try:
+            async for chunk in upstream.content.iter_any():
+                if exchange is not None and exchange.first_byte_ns is None:
+                    exchange.first_byte_ns = time.time_ns()
+                await response.write(chunk)
+                if capture is not None:
+                    capture.add(chunk)
+        except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+            # The client went away: stop reading the upstream; record what was seen.
+            if exchange is not None:
+                exchange.error = "client_disconnected"
+                capture.finish(exchange, partial=True)
             return response
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            # The upstream broke off mid-answer: so does the proxy (no clean end of stream).
+            logger.warning("upstream %s broke off: %s", url.host, exc)
+            if exchange is not None:
+                exchange.error = "upstream_broke_off"
+                capture.finish(exchange, partial=True)
+            if request.transport is not None:
+                request.transport.close()
+            return response
+        await response.write_eof()
+        if exchange is not None:
+            capture.finish(exchange)
+        return response
+
+    def _capture(self) -> Capture:
+        path = None
+        if self.spill_to is not None:
+            name = f"{time.time_ns():020d}-{os.getpid()}-{next(self._spilled):08d}{SPILL_SUFFIX}"
+            path = self.spill_to / name
+        return Capture(self.capture_limit, self.spill_threshold, path)
 
     def _failed(self, exchange, status: int, kind: str, message: str) -> web.Response:
         logger.warning("%s", message)
@@ -224,6 +253,74 @@ class Proxy:
             exchange.status = status
             exchange.error = kind
         return _error(status, message)
+
+
+class Capture:
+    """The bytes of one answer as they pass: in memory up to ``threshold``, then appended to ``path``.
+
+    One growing buffer, not a list of chunks: no object per event. Past ``limit`` nothing is kept (the
+    call is recorded without its answer, as a note says).
+    """
+
+    def __init__(self, limit: int, threshold: int, path: Path | None) -> None:
+        self.limit = limit
+        self.threshold = threshold
+        self.path = path  # None: no spilling, the whole answer stays in memory
+        self.size = 0
+        self.kept = True
+        self._buffer = bytearray()
+        self._file = None
+
+    def add(self, chunk: bytes) -> None:
+        if not self.kept:
+            return
+        self.size += len(chunk)
+        if self.size > self.limit:
+            self.discard()
+            return
+        self._buffer += chunk
+        if self.path is not None and len(self._buffer) >= (SPILL_WRITE if self._file else self.threshold):
+            self._write()
+
+    def finish(self, exchange: Exchange, partial: bool = False) -> None:
+        """Put what was kept on ``exchange``: its bytes, or the path of its file."""
+        if not self.kept:
+            if partial:  # as before: what was seen of a cut-short answer, unless it passed the limit
+                exchange.response_body = b""
+            return
+        if self._file is None:
+            exchange.response_body = bytes(self._buffer)
+            self._buffer = bytearray()
+            self.kept = False
+            return
+        self._write()
+        if not self.kept:  # the last write failed
+            return
+        self._file.close()
+        self._file = None
+        exchange.response_body_path = str(self.path)
+        self.kept = False  # handed over: the recorder removes the file
+
+    def discard(self) -> None:
+        """Keep nothing more (past the limit, not recorded, or a write failed); remove the file."""
+        self.kept = False
+        self._buffer = bytearray()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            remove_body_file(str(self.path))
+
+    def _write(self) -> None:
+        assert self.path is not None
+        try:
+            if self._file is None:
+                self._file = open(self.path, "wb", buffering=0)  # closed in finish or discard
+            self._file.write(self._buffer)
+        except OSError as exc:  # a full disk: the answer passes all the same, unrecorded
+            logger.warning("could not keep an answer to record (%s): not recorded", exc)
+            self.discard()
+            return
+        self._buffer = bytearray()
 
 
 def _error(status: int, message: str) -> web.Response:

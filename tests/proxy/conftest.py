@@ -20,7 +20,9 @@ def fake():
 def start_proxy(fake: FakeProvider, recorder: Recorder | None = None) -> Running:
     upstreams = {"anthropic": fake.url, "openai": fake.url, "gemini": fake.url}
     submit = recorder.submit if recorder is not None else None
-    return Running(Proxy(upstreams, submit, salt=b"test-salt")).start()
+    # Long answers spill beside the spool (the command line spills them into its Pending folder).
+    spill_to = recorder.spool.directory.parent / "pending" if recorder is not None else None
+    return Running(Proxy(upstreams, submit, salt=b"test-salt", spill_to=spill_to)).start()
 
 
 @pytest.fixture
