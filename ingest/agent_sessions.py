@@ -123,6 +123,8 @@ class Declared:
     runs: dict[str, tuple[str, str]] = field(default_factory=dict)  # those runs' keys -> (source, service)
     sources: set[int] = field(default_factory=set)  # the runs those stored calls are in (their traces')
     traces: set[str] = field(default_factory=set)  # their traces
+    # The span links read for this, by trace: ``resolve`` builds those traces' trees from them.
+    links: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def declared(project_id: int, traces: set[str], records: list[CallRecord]) -> Declared:
@@ -147,7 +149,7 @@ def declared(project_id: int, traces: set[str], records: list[CallRecord]) -> De
         run__key_source=normalise.TRACE_KEY_SOURCE,
         run__key=F("trace_id"),
     ).values_list("id", "trace_id", "span_id", "parent_span_id", "run_id", "run__service_name")
-    links = _links(project_id, set(named))
+    links = found.links = _links(project_id, set(named))
 
     def key_of(trace_id: str, span_id: str, parent_span_id: str) -> tuple[str, str] | None:
         spans = named.get(trace_id, {})
@@ -197,9 +199,14 @@ def _links(project_id: int, traces: set[str]) -> dict[str, dict[str, str]]:
     return links
 
 
-def _trees(project_id: int, traces: set[str]) -> dict[str, tuple[agents.Tree, dict[str, agents.AgentSpan]]]:
-    """Each trace's span tree and agent spans; traces linked to each other share one (merged) tree."""
-    links = _links(project_id, traces)
+def _trees(
+    project_id: int, traces: set[str], read: dict[str, dict[str, str]] | None = None
+) -> dict[str, tuple[agents.Tree, dict[str, agents.AgentSpan]]]:
+    """Each trace's span tree and agent spans; traces linked to each other share one (merged) tree.
+    ``read``: span links already read in this transaction, by trace (not read again)."""
+    known = {trace_id: dict(spans) for trace_id, spans in (read or {}).items() if trace_id in traces}
+    links = _links(project_id, traces - set(known))
+    links.update(known)
     # A linked root's parent is the span it continues in the other trace (when that trace is here).
     continues = {
         root: parent for root, parent in _linked_roots(project_id, traces).items() if root[0] in traces
@@ -272,7 +279,7 @@ def resolve(
     traces = with_agents(project_id, traces) | (named.traces if named else set())
     if not traces:
         return set()
-    trees = _trees(project_id, traces)
+    trees = _trees(project_id, traces, named.links if named else None)
     stored = list(
         Call.objects.filter(project_id=project_id, trace_id__in=traces).only(
             "id",
