@@ -39,6 +39,9 @@ CALL_CONTENT = {
     "tool_definitions": lambda record: (
         list(record.tool_definitions) if record.tool_definitions is not None else None
     ),
+    "continues_response": lambda record: record.continues_response,
+    "window_gap": lambda record: record.window_gap,
+    "output_items": lambda record: [item.to_dict() for item in record.output_items],
 }
 # The columns they are stored in: the items as an item list (ingest/itemlists.py stores it first).
 CALL_CONTENT_FIELDS = tuple("item_list" if name == "items" else name for name in CALL_CONTENT)

@@ -102,7 +102,9 @@ def save_texts(batch: Batch, records: list[CallRecord]) -> dict[str, str]:
     (a text of a call that turns out stored already, or a duplicate, was stored with that call)."""
     if not batch.keep_content:
         return {}
-    return save_contents(batch, [item for record in records for item in record.items])
+    return save_contents(
+        batch, [item for record in records for item in (*record.items, *record.output_items)]
+    )
 
 
 # The call built for each record before its run is known, by the record's id (with the record: an id
@@ -139,8 +141,9 @@ class BatchWork:
     # save_texts, build_calls: done before the batch waits for the others of its traces
     texts: dict[str, str] = field(default_factory=dict)  # stored now, by hash
     built: BuiltCalls = field(default_factory=dict)
-    # keep_new, lock_runs, remove_replaced, reset_late_invocations
+    # keep_new, find_waiting, lock_runs, remove_replaced, rebuild (continued_calls), reset_late_invocations
     new: list[CallRecord] = field(default_factory=list)
+    waiting: list[tuple[int, int]] = field(default_factory=list)  # (call, run) waiting for a new response
     replaced: list[Call] = field(default_factory=list)
     runs: dict[str, Run] = field(default_factory=dict)  # locked, by key
     renumber: set[int] = field(default_factory=set)  # runs that lost a replaced call
@@ -200,8 +203,9 @@ def keep_new(work: BatchWork) -> None:
 
 def lock_runs(work: BatchWork) -> None:
     """Create the runs written to and lock them, with the runs an agent span of these traces may relink,
-    those whose first call's root span this part brings (``retitle``), and the runs that a span above
-    calls naming no run of their own names, with the runs those calls leave (``agent_sessions.declared``)."""
+    those whose first call's root span this part brings (``retitle``), the runs that a span above
+    calls naming no run of their own names, with the runs those calls leave (``agent_sessions.declared``),
+    and the runs of stored calls waiting for a response this part brings (``continued_calls``)."""
     project_id = work.batch.project_id
     agent_traces = {op["trace_id"] for op in work.operations if op["kind"] == normalise.AGENT}
     linked = agent_sessions.runs_of(
@@ -214,6 +218,7 @@ def lock_runs(work: BatchWork) -> None:
     work.new = work.declared.records
     work.untitled = _first_calls_under_new_roots(work)
     extra = {call.run_id for call in work.replaced} | linked | work.untitled | work.declared.sources
+    extra |= {run_id for _, run_id in work.waiting}
     work.runs = _locked_runs(work.batch, work.new, work.operations, extra, work.wait, work.declared.runs)
 
 

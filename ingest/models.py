@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from django.conf import settings
 from django.db import connection, models
+from django.db.models import Q
 from django.db.models.functions import Substr
 from django.utils import timezone
 
@@ -472,6 +473,12 @@ class Call(models.Model):
     prompt_version = models.CharField(max_length=200, blank=True)
     tool_calls = models.JSONField(default=list)
     tool_definitions = models.JSONField(null=True)  # names, or null when the call did not report them
+    # A request that sent only its new items (ingest.continuations): the response it continues, and the
+    # response whose turns its window still lacks ("" none: not continuing, or rebuilt). The call's
+    # answer as items (stored form, no content), for a request that continues its response.
+    continues_response = models.CharField(max_length=200, blank=True)
+    window_gap = models.CharField(max_length=200, blank=True)
+    output_items = models.JSONField(default=list)
     finish_reasons = models.JSONField(default=list)
     analysis = PackedJSONField(null=True)  # buckets, cache, conflicts (ctxcore.analysis.CallAnalysis)
     # The analysis's window total (buckets.total), for SQL: a run's peak window when usage is unknown.
@@ -519,7 +526,20 @@ class Call(models.Model):
     # What an export leaves out: this database's ids and links, and what an import makes again (the
     # start time from start_ns, the item list from ``items``, the analysis). tests/ctxview/test_import.py
     # checks that every field is in one of these, or in Run.USAGE_FIELDS (exported as ``usage``).
-    NOT_EXPORTED = ("id", "project", "run", "started_at", "item_list", "analysis", "window_total")
+    # What rebuilding a continued request's window needs is left out too: an exported window is exported
+    # as it was rebuilt, and an import adds no later calls to its run.
+    NOT_EXPORTED = (
+        "id",
+        "project",
+        "run",
+        "started_at",
+        "item_list",
+        "analysis",
+        "window_total",
+        "continues_response",
+        "window_gap",
+        "output_items",
+    )
 
     objects = CallQuerySet.as_manager()
 
@@ -537,6 +557,13 @@ class Call(models.Model):
             models.Index(fields=["run", "seq"], name="call_run_seq"),
             models.Index(fields=["run", "start_ns"], name="call_run_start"),
             models.Index(fields=["project", "trace_id", "parent_span_id"], name="call_parent"),
+            # The call that answered a response a request continues, and the calls waiting for one.
+            models.Index(
+                fields=["project", "response_id"], name="call_response", condition=~Q(response_id="")
+            ),
+            models.Index(
+                fields=["project", "window_gap"], name="call_window_gap", condition=~Q(window_gap="")
+            ),
         ]
 
     def save(self, *args, **kwargs) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ctxcore.vocabulary import CONTENT_LIMIT, Item, Usage, digest
-from ingest import families, semconv, tokens
+from ingest import continuations, families, semconv, tokens
 from ingest import manifest as manifest_module
 from ingest.families import AGENT, MODEL_CALL, TOOL, Event, classify, providers
 from ingest.families.messages import finish_reasons_of, is_number, parse_json
@@ -57,6 +57,12 @@ class CallRecord:
     finish_reasons: tuple[str, ...]
     notes: tuple[str, ...]
     moved_keys: tuple[str, ...] = field(default=())
+    # The response the request continues where the provider keeps the earlier turns (previous_response_id)
+    # and the response whose turns its window lacks ("" none): the request's own items until rebuilt
+    # (ingest.continuations). Its answer as items: what a request continuing its response rebuilds from.
+    continues_response: str = ""
+    window_gap: str = ""
+    output_items: tuple[Item, ...] = ()
     # False for a model-call-kind span that carries no request: no operation declared, no messages, usage,
     # response or manifest (LlamaIndex's span preparing the tool call before each request). No call.
     carries_request: bool = True
@@ -269,16 +275,6 @@ def _not_captured(attributes: dict) -> str:
     )
 
 
-def _continued_note(what: str, identifier: str) -> str:
-    """The request sent only its new items: the provider keeps the earlier turns of ``identifier``."""
-    # TODO(issue 33): rebuild the window from the run's call that answered ``identifier`` (its window,
-    # then its output, then these items); needs that call's response id and output kept.
-    return (
-        f"the request continues {what} {identifier}: the provider kept the earlier turns, so this window "
-        "holds only the items the request sent (not rebuilt)"
-    )[:300]
-
-
 def _finish_reasons(
     attributes: dict,
     content: dict,
@@ -357,6 +353,12 @@ def call_record(
     ]
 
     derived = items = derive_items(tools, system, inputs, count)
+    response_id = _first_text(attributes, semconv.RESPONSE_ID)[0] or families.response_id(attributes) or ""
+    response_id = response_id[:200]
+    # Only a response with an id can be continued: only then is the answer kept, as items.
+    answer = continuations.answer_messages(outputs) if response_id else []
+    output_items = derive_items(None, None, answer, count) if answer else []
+    continues_response = ""
     tool_calls = tool_calls_of(outputs)
     manifest_source = "derived" if content_captured or tools else "none"
     excluded: tuple[dict, ...] = ()
@@ -399,7 +401,9 @@ def call_record(
     if not content_captured and manifest_source != "explicit":
         notes.append(_not_captured(attributes))
     elif (continued := families.continues(attributes)) is not None and manifest_source == "derived":
-        notes.append(_continued_note(*continued))
+        notes.append(continuations.not_rebuilt_note(*continued))
+        if continued[0] == continuations.PREVIOUS_RESPONSE:
+            continues_response = continued[1]
 
     finish_reasons = _finish_reasons(
         attributes, content, outputs, provider, scope_name, scope_version, bool(tool_calls)
@@ -422,7 +426,7 @@ def call_record(
         or tools
         or manifest_source == "explicit"
         or any(figure is not None for figure in figures)
-        or _first_text(attributes, semconv.RESPONSE_ID)[0]
+        or response_id
         or finish_reasons
     )
     return CallRecord(
@@ -440,7 +444,7 @@ def call_record(
         operation=str(attributes.get(semconv.OPERATION_NAME) or "chat")[:50],
         request_model=_first_text(attributes, semconv.REQUEST_MODEL)[0][:200],
         response_model=_first_text(attributes, semconv.RESPONSE_MODEL)[0][:200],
-        response_id=_first_text(attributes, semconv.RESPONSE_ID)[0][:200],
+        response_id=response_id,
         usage=usage,
         turn_hint=_turn_hint(attributes),
         user_fingerprint=user_fingerprint(derived),
@@ -457,6 +461,9 @@ def call_record(
         notes=tuple(notes),
         moved_keys=tuple(dict.fromkeys(moved)),
         carries_request=carries_request,
+        continues_response=continues_response,
+        window_gap=continues_response,  # until rebuilt
+        output_items=tuple(output_items),
     )
 
 

@@ -12,8 +12,10 @@ Before the batch waits for another batch of its traces (nothing here depends on 
 Then the batch's traces are claimed (a batch of the same traces commits first), and:
   link_traces        a child agent's trace with its parent's, claimed too
   keep_new           the calls not stored yet, one per request (dedup)
+  find_waiting       stored calls waiting for a response the part brings (continued_calls)
   lock_runs          the runs written to, created and locked in id order
   remove_replaced    stored calls that a better span of the same request replaces
+  rebuild            windows of requests that continue a response, and of the stored calls waiting
   store_operations   tool and agent spans
   reset_late_invocations   calls whose agent span came after them lose their numbers
   resolve_agents     agents and sessions: a call of a child run moves to its session's run
@@ -29,7 +31,7 @@ And last, the coding CLIs' sessions refreshed from the part's spans (session_cal
 
 from collections.abc import Callable
 
-from ingest import calls, locks, otlp, session_calls
+from ingest import calls, continued_calls, locks, otlp, session_calls
 from ingest.call_rows import Batch
 from ingest.calls import BatchWork
 from ingest.models import RawBatch
@@ -43,8 +45,10 @@ BEFORE_CLAIM: tuple[Step, ...] = (calls.interpret, calls.insert_spans, calls.sto
 AFTER_CLAIM: tuple[Step, ...] = (
     calls.link_traces,
     calls.keep_new,
+    continued_calls.find_waiting,
     calls.lock_runs,
     calls.remove_replaced,
+    continued_calls.rebuild,
     calls.store_operations,
     calls.reset_late_invocations,
     calls.resolve_agents,

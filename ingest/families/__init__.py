@@ -115,6 +115,14 @@ def continues(attributes: dict) -> tuple[str, str] | None:
     return None
 
 
+def response_id(attributes: dict) -> str | None:
+    """The response's id where a family keeps it beside the shared keys, as the first that has it tells."""
+    for family in FAMILIES:
+        if family.response_id is not None and (found := family.response_id(attributes)):
+            return found
+    return None
+
+
 def sub_agents(attributes: dict) -> tuple[str, ...]:
     """The names of the sub-agents an agent span declares, as any family sends them."""
     found = (name for family in FAMILIES if family.sub_agents for name in family.sub_agents(attributes))
@@ -203,6 +211,7 @@ __all__ = [
     "graph_step",
     "input_messages",
     "output_messages",
+    "response_id",
     "sub_agents",
     "system_parts",
     "tool_definitions",

@@ -18,6 +18,8 @@ from ingest.span_rows import SpanRow, span_row
 MODEL_CALL = "model_call"
 TOOL = "tool"
 AGENT = "agent"
+# What ``Family.continues`` calls a Responses API previous_response_id (the other: "conversation").
+PREVIOUS_RESPONSE = "previous response"
 
 # What a reader returns: the content (None: this family's keys are not there) and the attribute keys it
 # was read from (a key ending in "." is a prefix of flattened keys).
@@ -141,6 +143,9 @@ class Family:
     # attributes -> what the request continues where the provider keeps the earlier turns (the Responses
     # API's previous_response_id or conversation): ("previous response" | "conversation", its id).
     continues: Callable[[dict], tuple[str, str] | None] | None = None
+    # attributes -> the response's id where no shared key (``semconv.RESPONSE_ID``) carries it: a request
+    # that continues this response finds its call by it.
+    response_id: Callable[[dict], str | None] | None = None
     # A coding CLI: calls assembled per session from its spans and log records (``ingest.sessions``).
     sessions: Sessions | None = None
     # An agent span's attributes -> the names of the sub-agents it declares: its model is offered each

@@ -8,7 +8,7 @@ tokens — except where ``providers.INSTRUMENTATIONS`` says otherwise (Bedrock, 
 from typing import Any
 
 from ingest import semconv
-from ingest.families.base import AGENT, MODEL_CALL, TOOL, Family, Read, UsageKeys
+from ingest.families.base import AGENT, MODEL_CALL, PREVIOUS_RESPONSE, TOOL, Family, Read, UsageKeys
 from ingest.families.flattened import entries, messages_reader, read_tools
 from ingest.families.messages import indexed, message, parse_json, parts_of, tool_call_parts, tool_response
 
@@ -22,6 +22,10 @@ METADATA = "metadata"  # JSON; the Anthropic instrumentation adds the response's
 # conversation are kept here (openinference-instrumentation-openai 0.1.66), the earlier turns are not.
 INVOCATION_PARAMETERS = "llm.invocation_parameters"
 OUTPUT_VALUE = "output.value"  # the response object as JSON (Responses API: no llm.finish_reason)
+MAX_RESPONSE_ID = 200
+# A response object longer than this is not parsed for its id (the parse costs more than the id is worth):
+# a request continuing that response keeps the items it sent, and its note says so.
+MAX_RESPONSE_JSON = 1_000_000
 # openinference-instrumentation-smolagents: an AGENT span lists its managed agents
 # (``smolagents.managed_agents.0.name``), which smolagents offers its model as tools; the LLM spans'
 # ``llm.tools`` leave them out (0.1.43).
@@ -185,13 +189,26 @@ def continues(attributes: dict) -> tuple[str, str] | None:
         return None
     previous = parameters.get("previous_response_id")
     if isinstance(previous, str) and previous:
-        return "previous response", previous[:200]
+        return PREVIOUS_RESPONSE, previous[:200]
     conversation = parameters.get("conversation")  # an id, or {"id": ...}
     if isinstance(conversation, dict):
         conversation = conversation.get("id")
     if isinstance(conversation, str) and conversation:
         return "conversation", conversation[:200]
     return None
+
+
+def response_id(attributes: dict) -> str | None:
+    """The id of the response object kept in ``output.value`` (Responses API, chat completions, Anthropic
+    messages): OpenInference puts no response id attribute on the span (openai 0.1.66)."""
+    value = attributes.get(OUTPUT_VALUE)
+    if not isinstance(value, str) or len(value) > MAX_RESPONSE_JSON:
+        return None
+    response = parse_json(value)  # only an object has an id (not the answer's text, a list)
+    found = response.get("id") if isinstance(response, dict) else None
+    if not isinstance(found, str) or not found.strip() or len(found) > MAX_RESPONSE_ID:
+        return None
+    return found.strip()
 
 
 FAMILY = Family(
@@ -212,6 +229,7 @@ FAMILY = Family(
     usage_details=usage_details,
     context_edits=context_edits,
     continues=continues,
+    response_id=response_id,
     sub_agents=sub_agents,
     graph_step=graph_step,
 )

@@ -8,7 +8,7 @@ events. Input figures include cached tokens.
 
 from ctxcore.analysis import limits
 from ingest import semconv
-from ingest.families.base import AGENT, MODEL_CALL, TOOL, Family, Read, UsageKeys
+from ingest.families.base import AGENT, MODEL_CALL, PREVIOUS_RESPONSE, TOOL, Family, Read, UsageKeys
 from ingest.families.messages import (
     Event,
     block_part,
@@ -30,6 +30,9 @@ EVENT_CONTENT_PROMPT = "gen_ai.content.prompt"  # span events, v1.26–1.27
 EVENT_CONTENT_COMPLETION = "gen_ai.content.completion"
 EVENT_OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
 COMPACTED = "gen_ai.conversation.compacted"  # genai-repo: the history was compacted for this call
+# The Responses API request's previous_response_id, as ctxview's recording proxy records it (no convention
+# has it yet): the request sends only its new items, OpenAI keeps the earlier turns.
+OPENAI_PREVIOUS_RESPONSE = "openai.request.previous_response_id"
 
 MODEL_CALL_OPERATIONS = frozenset({"chat", "generate_content", "text_completion", "completion", "generate"})
 TOOL_OPERATIONS = frozenset({"execute_tool"})
@@ -148,6 +151,14 @@ def context_edits(attributes: dict) -> list[dict]:
     return [{"type": limits.COMPACTED}] if value is True or value == "true" else []
 
 
+def continues(attributes: dict) -> tuple[str, str] | None:
+    """The response a Responses API request continues (the provider keeps its turns)."""
+    previous = attributes.get(OPENAI_PREVIOUS_RESPONSE)
+    if isinstance(previous, str) and previous.strip():
+        return PREVIOUS_RESPONSE, previous.strip()[:200]
+    return None
+
+
 FAMILY = Family(
     name="otel-genai",
     kind_of=kind_of,
@@ -168,4 +179,5 @@ FAMILY = Family(
     ),
     finish_reasons=finish_reasons,
     context_edits=context_edits,
+    continues=continues,
 )
