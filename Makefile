@@ -7,6 +7,11 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test test-fast fuzz bench lint install
 
+# Some machines set PYTHONDONTWRITEBYTECODE=1: then every Python process compiles the project's modules
+# again, and pytest rewrites every test module's asserts again (16 s of each run's collection instead
+# of 10; every server, worker and scenario process the tests start pays it too). __pycache__ is ignored.
+unexport PYTHONDONTWRITEBYTECODE
+
 $(VENV)/installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip

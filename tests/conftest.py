@@ -2,6 +2,7 @@ import os
 
 import pytest
 from django.core.cache import cache
+from django.test import override_settings
 from django.test.testcases import QuietWSGIRequestHandler
 
 from ctxview.celery import app as celery_app
@@ -46,6 +47,16 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_sep("-", "fault scenarios: what became of every acknowledged span")
         terminalreporter.write_line(table)
         summary.write("faults.txt", table)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fast_password_hashing():
+    """Django's default hasher takes about half a second a password on this machine, and most tests make
+    a user or log one in: a fifth of the suite's time went to it. The tests are about who may do what,
+    not how a password is stored; servers the tests start as processes (the demo, gunicorn) keep the
+    default hasher."""
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -101,10 +101,20 @@ def screenshot(target, name: str, docs: bool = True) -> Path:
     return path
 
 
+SETTLED = (
+    "() => document.readyState === 'complete' && !document.querySelector('.htmx-request')"
+    " && [...document.querySelectorAll('[data-figure]')].every(el => el.dataset.drawn === 'ready')"
+)
+
+
 def settle(page) -> None:
-    """Wait until htmx and plotly are done: no request in flight, every figure drawn."""
-    page.wait_for_load_state("networkidle")
-    page.wait_for_function(
-        "() => !document.querySelector('.htmx-request')"
-        " && [...document.querySelectorAll('[data-figure]')].every(el => el.dataset.drawn === 'ready')"
-    )
+    """Wait until the page is loaded and htmx and plotly are done: no request in flight, every figure
+    drawn, and still so 100 ms later (content a swap brings in may start requests of its own).
+
+    Not Playwright's "networkidle": it waits 500 ms of silence after every page, which the ~150 pages
+    the browser tests visit pay in over a minute, and it knows nothing of figures drawn."""
+    while True:
+        page.wait_for_function(SETTLED)
+        page.wait_for_timeout(100)
+        if page.evaluate(SETTLED):
+            return

@@ -24,7 +24,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection, transaction
-from django.test import Client, TestCase, override_settings
+from django.test import Client, TestCase
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -80,11 +80,6 @@ BACK = "302 back, refused"
 REFUSALS = (LOGIN, ADMIN_LOGIN, BACK)
 
 SECRETS = (b"alpha's secret question", b"alpha's note", b"alpha-run")
-
-
-# The default hasher takes a second a password here (6 users, 18 logins): the test is about who, not how.
-def fast_hashing() -> override_settings:
-    return override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"])
 
 
 # --- The rules the table is written with ---------------------------------------------------------------
@@ -623,7 +618,7 @@ def world(django_db_setup, django_db_blocker):
 
     eager = celery_app.conf.task_always_eager
     celery_app.conf.task_always_eager = True
-    with fast_hashing(), django_db_blocker.unblock(), transaction.atomic():
+    with django_db_blocker.unblock(), transaction.atomic():
         try:
             built = _build()
         finally:
@@ -765,8 +760,7 @@ def test_cell(world, key, method, who):
     elif who != "anon":
         client.cookies[settings.SESSION_COOKIE_NAME] = world["sessions"][who]
     url = url_of(key, row, world["objects"], method)
-    with fast_hashing():
-        response = send(client, method, url, row, world, headers)
+    response = send(client, method, url, row, world, headers)
     problem = check_status(response, expected)
     assert problem is None, f"{method} {url} as {who}: {problem}: {response.content[:300]!r}"
     allowed_write = method != "GET" and who not in OUTSIDERS and expected not in REFUSALS and expected < 400

@@ -25,15 +25,19 @@ SCALE = float(os.environ.get("CTXVIEW_FAULT_SCALE", "1"))
 CLIENTS = 4
 EXPORTS_PER_CLIENT = max(4, int(12 * SCALE))
 SPANS_PER_EXPORT = 25
-INTERVAL = 1.0  # seconds between one client's exports: the load lasts about EXPORTS_PER_CLIENT seconds
+# Seconds between one client's exports: a load lasts about EXPORTS_PER_CLIENT x INTERVAL seconds, long
+# enough for a fault to land in its middle (each test waits for a share of the load, not for a time).
+INTERVAL = 0.4
 
 
-def new_load(scenario: stack.Stack, seed: int, exports: int = EXPORTS_PER_CLIENT) -> stack.Load:
+def new_load(
+    scenario: stack.Stack, seed: int, exports: int = EXPORTS_PER_CLIENT, interval: float = INTERVAL
+) -> stack.Load:
     batches = [
         stack.make_batches(exports, SPANS_PER_EXPORT, conversations=3, seed=seed * 100 + client)
         for client in range(CLIENTS)
     ]
-    return stack.Load(scenario.url, scenario.key, batches, INTERVAL)
+    return stack.Load(scenario.url, scenario.key, batches, interval)
 
 
 def finish(scenario: stack.Stack, load: stack.Load, name: str, fault: str) -> stack.Tally:
@@ -76,7 +80,7 @@ def test_the_broker_goes_down_during_a_load(start):
     scenario.redis.kill()  # SIGKILL, no persistence: every queued message is lost too
     down = time.monotonic()
     load.wait_until(0.6)
-    time.sleep(max(0.0, 5 - (time.monotonic() - down)))
+    time.sleep(max(0.0, 3 - (time.monotonic() - down)))
     seconds_down = time.monotonic() - down
     scenario.redis.start()  # the same port, empty
     web_log = scenario.web.log_path.read_text(errors="replace")
@@ -123,7 +127,8 @@ def test_a_worker_is_killed_in_the_middle_of_a_batch(start):
     # unacked set for the visibility timeout, so the sweeper brings the batch back); w2 is a prefork
     # worker whose pool process is killed (the parent rejects the message, which is delivered again).
     scenario = start("kill", workers=(("w1", "solo"), ("w2", "prefork")))
-    load = new_load(scenario, 2).start()
+    # Slower: a killed worker takes a second or two to start again, and the load must outlast a few kills.
+    load = new_load(scenario, 2, interval=0.7).start()
     solo_kills = pool_kills = 0
     while load.progress() < 0.8 and solo_kills + pool_kills < 6:
         solo, pool = scenario.workers
@@ -187,7 +192,7 @@ def test_a_batch_fails_half_way(start):
     load.wait_until(0.25)
     with psycopg.connect(scenario.postgres.url(scenario.database)) as connection:
         connection.execute("LOCK TABLE ingest_run IN SHARE ROW EXCLUSIVE MODE")
-        time.sleep(8)
+        time.sleep(4)
         connection.rollback()
     logs = "".join(worker.process.log_path.read_text(errors="replace") for worker in scenario.workers)
     half_way = len(
@@ -202,6 +207,6 @@ def test_a_batch_fails_half_way(start):
         scenario,
         load,
         "batch fails half-way",
-        f"runs table locked 8 s: {half_way} task transactions failed half-way (lock timeout), retried",
+        f"runs table locked 4 s: {half_way} task transactions failed half-way (lock timeout), retried",
     )
     assert half_way > 0

@@ -8,6 +8,7 @@ Public API::
 
     SCENARIOS                                  # name -> Scenario
     run_scenario(name, endpoint, key, capture=None) -> dict   # the description printed by run.py
+    replay_scenario(name, endpoint, key, folder) -> dict   # the same, the library run once per session
     missing_packages(name) -> list[str]
     canonical_usage(provider, usage) -> dict   # what a normaliser should make of one call's usage
     raw_usage_attributes(scenario, call, scope=None) -> (expected, absent)   # what was observed
@@ -38,11 +39,13 @@ What ctxview should derive from those is in ``expected_agents.py``.
 
 from __future__ import annotations
 
+import fcntl
 import importlib.metadata
 import json
 import os
 import subprocess
 import sys
+import urllib.request
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -825,6 +828,40 @@ def run_scenario(
         )
     result["stderr"] = completed.stderr[-4000:]
     return result
+
+
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # a loopback server: never a proxy
+
+
+def replay_scenario(name: str, endpoint: str, key: str, folder: Path) -> dict[str, Any]:
+    """Scenario ``name`` as the real library emitted it, sent to ``endpoint`` (a ctxview base URL) with
+    ``key``; returns its description, as ``run_scenario`` does.
+
+    The library runs once per test session, in a subprocess that captures what it exports (OTLP/JSON,
+    the exporter's own encoding) into ``folder``, shared by the session's xdist workers; every test that
+    reads the scenario POSTs those export bodies to its own server. Starting the instrumented libraries
+    took ~3 s a test, four tests a scenario. The exporters' own delivery is checked on a real run by
+    test_instrumented, which calls ``run_scenario``."""
+    capture = folder / f"{name}.json"
+    with open(folder / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one worker runs the scenario; the others wait for its capture
+        if not capture.exists():
+            partial = folder / f"{name}.partial"
+            result = run_scenario(name, None, None, capture=partial)
+            if result["problems"] or not partial.exists():
+                return result  # not captured: the test's own assertions say what went wrong
+            partial.replace(capture)
+    document = json.loads(capture.read_text())
+    for path, body in (("/v1/traces", document["traces"]), ("/v1/logs", document["logs"])):
+        if body:
+            request = urllib.request.Request(
+                endpoint.rstrip("/") + path,
+                data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
+            )
+            with DIRECT.open(request, timeout=60) as response:  # an error status raises
+                response.read()
+    return document["description"]
 
 
 def child_environment() -> dict[str, str]:

@@ -17,7 +17,7 @@ from tests import factories
 from tests.ctxview.test_views_html import problems
 from tests.instrumented.expected import USAGE_FIELDS
 from tests.instrumented.expected_agents import EXPECTED, expected_usage, invocation_of
-from tests.instrumented.scenarios import FIXTURES, run_scenario
+from tests.instrumented.scenarios import FIXTURES, replay_scenario
 from tests.instrumented.test_instrumented import require_packages
 
 AGENT_SCENARIOS = [name for name, outcome in EXPECTED.items() if outcome.sessions[0].invocations]
@@ -164,9 +164,11 @@ def check_breaks(name: str, described: list[dict], runs: dict) -> None:
 
 
 @pytest.mark.parametrize("name", AGENT_SCENARIOS)
-def test_sessions_agents_and_invocations_of_the_real_frameworks(live_server, client, project, key, name):
+def test_sessions_agents_and_invocations_of_the_real_frameworks(
+    live_server, client, project, key, scenario_folder, name
+):
     require_packages(name)
-    result = run_scenario(name, live_server.url, key)
+    result = replay_scenario(name, live_server.url, key, scenario_folder)
     assert result["problems"] == []
     runs = read(client, key)
     check_sessions(name, result["calls"], runs)
@@ -174,9 +176,11 @@ def test_sessions_agents_and_invocations_of_the_real_frameworks(live_server, cli
 
 
 @pytest.mark.parametrize("name", AGENT_SCENARIOS)
-def test_exactly_the_genuine_cache_breaks_of_the_real_frameworks(live_server, client, project, key, name):
+def test_exactly_the_genuine_cache_breaks_of_the_real_frameworks(
+    live_server, client, project, key, scenario_folder, name
+):
     require_packages(name)
-    result = run_scenario(name, live_server.url, key)
+    result = replay_scenario(name, live_server.url, key, scenario_folder)
     assert result["problems"] == []
     check_breaks(name, result["calls"], read(client, key))
 

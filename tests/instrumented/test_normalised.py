@@ -8,7 +8,7 @@ import pytest
 
 from tests.instrumented import expected_agents
 from tests.instrumented.expected import expected_usage
-from tests.instrumented.scenarios import LIVE_SCENARIOS, run_scenario
+from tests.instrumented.scenarios import LIVE_SCENARIOS, replay_scenario
 from tests.instrumented.test_instrumented import require_packages
 
 
@@ -19,9 +19,9 @@ def api(client, key, path):
 
 
 @pytest.mark.parametrize("name", [name for name in LIVE_SCENARIOS if name not in expected_agents.EXPECTED])
-def test_calls_turns_and_usage_through_the_read_api(live_server, client, project, key, name):
+def test_calls_turns_and_usage_through_the_read_api(live_server, client, project, key, scenario_folder, name):
     require_packages(name)
-    result = run_scenario(name, live_server.url, key)
+    result = replay_scenario(name, live_server.url, key, scenario_folder)
     assert result["problems"] == []
 
     runs = api(client, key, "/api/v1/runs")["runs"]
@@ -55,9 +55,9 @@ def test_calls_turns_and_usage_through_the_read_api(live_server, client, project
 
 
 @pytest.mark.parametrize("name", list(expected_agents.EXPECTED))
-def test_issue_14_scenarios_through_the_read_api(live_server, client, project, key, name):
+def test_issue_14_scenarios_through_the_read_api(live_server, client, project, key, scenario_folder, name):
     require_packages(name)
-    result = run_scenario(name, live_server.url, key)
+    result = replay_scenario(name, live_server.url, key, scenario_folder)
     assert result["problems"] == []
     outcome = expected_agents.EXPECTED[name]
     differs = expected_agents.DIFFERS_TODAY[name]
@@ -98,13 +98,15 @@ def test_issue_14_scenarios_through_the_read_api(live_server, client, project, k
                 assert run["agent"] == session.agent
 
 
-def test_anthropics_cache_diagnosis_and_context_edits_through_the_read_api(live_server, client, project, key):
+def test_anthropics_cache_diagnosis_and_context_edits_through_the_read_api(
+    live_server, client, project, key, scenario_folder
+):
     """openinference-anthropic-diagnostics: the real instrumentation keeps Anthropic's cache_miss_reason
     and applied context edits in its metadata; the call shows the provider's reason beside ctxview's
     cause, and the edit as a note."""
     name = "openinference-anthropic-diagnostics"
     require_packages(name)
-    result = run_scenario(name, live_server.url, key)
+    result = replay_scenario(name, live_server.url, key, scenario_folder)
     assert result["problems"] == []
     calls = {}
     for run in api(client, key, "/api/v1/runs")["runs"]:
