@@ -1,8 +1,12 @@
+import json
+
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ingest.keys import project_for_key
 from ingest.models import IngestKey, Membership, Project, Run
 from tests import factories
+from tests.ingest.test_calls import send  # noqa: F401  (the fixture)
 
 
 def test_pages_need_a_login(client):
@@ -155,3 +159,35 @@ def test_run_and_call_pages_render_escaped_content_for_members_only(client, alic
     assert client.get(f"/runs/{call.run_id}/").status_code == 404
     assert client.get(f"/calls/{call.id}/").status_code == 404
     assert client.get(f"/projects/{project.slug}/runs/").status_code == 404
+
+
+def test_a_tool_execution_whose_sizes_were_not_told_says_unknown_not_blank(client, alice, project, send):  # noqa: F811
+    request = ExportTraceServiceRequest()
+    trace = bytes(range(1, 17))
+    asked = {"role": "assistant", "parts": [{"type": "tool_call", "id": "call_1", "name": "lookup"}]}
+    factories.chat_span(
+        request,
+        trace_id=trace,
+        number=1,
+        messages=[factories.user_message("Look it up.")],
+        attributes={"gen_ai.output.messages": json.dumps([asked])},
+    )
+    tool = factories.chat_span(
+        request,
+        trace_id=trace,
+        number=2,
+        attributes={
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "lookup",
+            "gen_ai.tool.call.id": "call_1",
+        },
+    )
+    tool.name = "execute_tool lookup"
+    send(request)
+    client.force_login(alice)
+    call = Run.objects.get(project=project).calls.get()
+    section = client.get(f"/calls/{call.id}/").content.decode().split("<h2>Tool executions", 1)[1]
+    row = section.split("</section>", 1)[0].split("<tbody>", 1)[1]
+    assert "<code>lookup</code>" in row and "call_1" in row
+    # Arguments and result: the span told neither size, so neither cell is a blank that reads as nothing.
+    assert row.count('<span class="muted">unknown</span>') == 2
