@@ -25,11 +25,12 @@ demo: $(VENV)/installed
 	$(BIN)/python manage.py demo --port $(PORT)
 
 # The suite on every core (pytest-xdist: a database and a task queue per worker; a file's tests stay
-# together), then the tests that measure how long something took, with the machine to themselves.
+# together), then the tests that measure how long something took, with the machine to themselves. The
+# slowest twenty are listed: where the suite's time goes, in every CI log.
 # make test JOBS=1 runs it in one process.
 JOBS ?= auto
 test: $(VENV)/installed
-	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile -m "not timing" $(TEST_ARGS)
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile -m "not timing" --durations=20 $(TEST_ARGS)
 	$(BIN)/python -m pytest -m timing $(TEST_ARGS)
 
 # The edit loop's tier: the analyses, ingest, views and API, in SQLite with tasks in-process, on every

@@ -9,6 +9,7 @@ Public API::
     SCENARIOS                                  # name -> Scenario
     run_scenario(name, endpoint, key, capture=None) -> dict   # the description printed by run.py
     replay_scenario(name, endpoint, key, folder) -> dict   # the same, the library run once per session
+    run_scenario_kept(name, endpoint, key, folder) -> dict   # run_scenario, its capture kept for replays
     missing_packages(name) -> list[str]
     canonical_usage(provider, usage) -> dict   # what a normaliser should make of one call's usage
     raw_usage_attributes(scenario, call, scope=None) -> (expected, absent)   # what was observed
@@ -39,6 +40,7 @@ What ctxview should derive from those is in ``expected_agents.py``.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import importlib.metadata
 import json
@@ -830,7 +832,27 @@ def run_scenario(
     return result
 
 
+@contextlib.contextmanager
+def _scenario_lock(folder: Path, name: str):
+    """One process of the session at a time runs scenario ``name``; the others wait for its capture."""
+    with open(folder / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # a loopback server: never a proxy
+
+
+def run_scenario_kept(name: str, endpoint: str, key: str, folder: Path) -> dict[str, Any]:
+    """``run_scenario`` exporting to ``endpoint``, what it exported kept in ``folder`` for
+    ``replay_scenario`` (unless a capture is there already)."""
+    with _scenario_lock(folder, name):
+        capture = folder / f"{name}.json"
+        partial = folder / f"{name}.partial"
+        result = run_scenario(name, endpoint, key, capture=None if capture.exists() else partial)
+        if partial.exists() and not result["problems"]:
+            partial.replace(capture)
+    return result
 
 
 def replay_scenario(name: str, endpoint: str, key: str, folder: Path) -> dict[str, Any]:
@@ -841,10 +863,9 @@ def replay_scenario(name: str, endpoint: str, key: str, folder: Path) -> dict[st
     the exporter's own encoding) into ``folder``, shared by the session's xdist workers; every test that
     reads the scenario POSTs those export bodies to its own server. Starting the instrumented libraries
     took ~3 s a test, four tests a scenario. The exporters' own delivery is checked on a real run by
-    test_instrumented, which calls ``run_scenario``."""
+    test_instrumented (``run_scenario_kept``: its capture serves the replays too)."""
     capture = folder / f"{name}.json"
-    with open(folder / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one worker runs the scenario; the others wait for its capture
+    with _scenario_lock(folder, name):
         if not capture.exists():
             partial = folder / f"{name}.partial"
             result = run_scenario(name, None, None, capture=partial)

@@ -28,6 +28,7 @@ from tests.instrumented.scenarios import (
     missing_packages,
     raw_usage_attributes,
     run_scenario,
+    run_scenario_kept,
 )
 
 EVENT_NAME = "gen_ai.client.inference.operation.details"
@@ -50,10 +51,10 @@ def check_usage(scenario, call: dict, attributes: dict, scope: str | None = None
 
 
 @pytest.mark.parametrize("name", LIVE_SCENARIOS)
-def test_the_scenario_delivers_one_model_call_span_per_call(live_server, project, key, name):
+def test_the_scenario_delivers_one_model_call_span_per_call(live_server, project, key, scenario_folder, name):
     require_packages(name)
     scenario = SCENARIOS[name]
-    result = run_scenario(name, live_server.url, key)
+    result = run_scenario_kept(name, live_server.url, key, scenario_folder)
 
     assert result["problems"] == []
     assert result["exported"]["spans"] == len(result["spans"])
