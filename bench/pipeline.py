@@ -17,12 +17,15 @@ PostgreSQL backend. The variants change one thing each, to put a number on a pro
   that never saw the run before (another worker process, or one just restarted).
 
 ``--shape conversations``: the load of issue 19 (bench/payloads.py ``build_conversations``) instead;
-``--shape fresh``: the same with every call's text new (issue 37).
+``--shape fresh``: the same with every call's text new (issue 37). ``--profile FILE``: where the
+batches' Python time goes (cProfile, the top 30 functions by their own time).
 """
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import subprocess
 import sys
 import time
@@ -54,7 +57,9 @@ def _empty_token_cache() -> None:
             pass
 
 
-def run_variant(variant: str, batches: int, database_url: str, shape: str = "chats") -> dict:
+def run_variant(
+    variant: str, batches: int, database_url: str, shape: str = "chats", profile: str | None = None
+) -> dict:
     with django_in_process(database_url):
         from django.db import connection
 
@@ -110,10 +115,16 @@ def run_variant(variant: str, batches: int, database_url: str, shape: str = "cha
             time.process_time(),
             time.perf_counter(),
         )
+        profiler = cProfile.Profile() if profile else None
+        if profiler:
+            profiler.enable()
         for batch_id in batch_ids:
             if variant == "cold-cache":
                 _empty_token_cache()
             assert store.process_batch(batch_id, then=enqueue_analysis) == "done"
+        if profiler:
+            profiler.disable()
+            profiler.dump_stats(profile)
         cpu = time.process_time() - cpu_before
         wall = time.perf_counter() - wall_before
         database = backend_cpu(backend) - backend_before
@@ -139,10 +150,13 @@ def main() -> None:
     parser.add_argument("--shape", choices=["chats", "conversations", "fresh"], default="chats")
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--profile", metavar="FILE", help="cProfile the batches into FILE; print its top 30")
     args = parser.parse_args()
     if not args.all:
-        result = run_variant(args.variant, args.batches, args.database_url, args.shape)
+        result = run_variant(args.variant, args.batches, args.database_url, args.shape, args.profile)
         print(json.dumps(result) if args.json else result)
+        if args.profile:  # the figures above include the profiler's own cost
+            pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
         return
     results = []
     for variant in VARIANTS:

@@ -388,7 +388,7 @@ def throwaway_ctxview(
         def profiled(name: str, args: list[str]) -> list[str]:
             if py_spy is None or profile_dir is None:
                 return args
-            # Collapsed stacks ("raw"): bench/profile.py sums them by function.
+            # Collapsed stacks ("raw"): bench/stacks.py sums them by function.
             output = profile_dir / f"{mode}-{workers}-{name}.txt"
             record = [str(py_spy), "record", "--subprocesses", "--rate", "100", "--format", "raw"]
             return [*record, "-o", str(output), "--", *args]

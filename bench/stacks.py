@@ -1,6 +1,6 @@
 """Sum py-spy's collapsed stacks (``py-spy record --format raw``) by function: self and total share.
 
-.venv/bin/python bench/profile.py /tmp/prof/postgres-1-worker0.txt [--top 40] [--match ingest/]
+.venv/bin/python bench/stacks.py /tmp/prof/postgres-1-worker0.txt [--top 40] [--match ingest/]
 """
 
 import argparse
