@@ -34,14 +34,17 @@ test: $(VENV)/installed
 	$(BIN)/python -m pytest -m timing $(TEST_ARGS)
 
 # The edit loop's tier: the analyses, ingest, views and API, in SQLite with tasks in-process, on every
-# core; no browser, fuzz, fault, CLI, live-instrumentation or timing tests, nor the demo's and the login
-# throttle's (they wait on real processes and windows: a minute of the tier). make test runs them all.
+# core; no browser, fuzz, fault, CLI, live-instrumentation or timing tests, nor the demo's, the login
+# throttle's, the gRPC server processes', the CLI sessions' replays and the words on every demo page (they
+# wait on real processes and windows, or render the whole demo: a minute of the tier). make test runs
+# them all.
 test-fast: $(VENV)/installed
 	env -u DATABASE_URL -u CELERY_BROKER_URL -u CTXVIEW_REQUIRE_SERVICES -u CTXVIEW_CACHE_URL \
 		$(BIN)/python -m pytest -n $(JOBS) --dist loadfile -q \
 		-m "not timing and not services and not cli" tests/ctxcore tests/ingest tests/ctxview tests/sdk \
 		tests/test_layering.py --ignore=tests/ctxview/test_demo.py \
-		--ignore=tests/ctxview/test_login_throttle.py $(TEST_ARGS)
+		--ignore=tests/ctxview/test_login_throttle.py --ignore=tests/ctxview/test_words.py \
+		--ignore=tests/ingest/test_grpc_receiver.py --ignore=tests/ingest/test_session_calls.py $(TEST_ARGS)
 
 # The fuzz suites at their deep budgets: over 100,000 cases (see tests/fuzz/conftest.py).
 # make fuzz FUZZ_ARGS=--hypothesis-seed=N replays the cases of seed N (CI does).
