@@ -9,19 +9,18 @@ batch of the same traces (``claim_traces``).
 
 import logging
 from collections import defaultdict
-from dataclasses import dataclass, field
 
 from django.db.models import Q
 from django.utils import timezone
 
 from ingest import agent_sessions, itemlists, locks, normalise, raw_rows, titles
-from ingest.analyse import ANALYSIS_FIELDS, AnalysisWrites, analyse_appended, catch_up
+from ingest.analyse import ANALYSIS_FIELDS, analyse_appended, catch_up
 from ingest.bulk import insert_rows, update_rows
 from ingest.call_rows import Batch, call_row, new_call
 from ingest.contents import BatchTokens, save_contents
 from ingest.dedup import without_duplicates
 from ingest.late_content import content_events, forget_event_content
-from ingest.models import Call, Operation, RawBatch, Run
+from ingest.models import Call, Operation, Run
 from ingest.normalise import CallRecord
 from ingest.numbering import (
     RUN_FIELDS,
@@ -32,6 +31,7 @@ from ingest.numbering import (
     remember,
     state_of,
 )
+from ingest.work import BatchWork, BuiltCalls
 
 logger = logging.getLogger(__name__)
 
@@ -107,11 +107,6 @@ def save_texts(batch: Batch, records: list[CallRecord]) -> dict[str, str]:
     )
 
 
-# The call built for each record before its run is known, by the record's id (with the record: an id
-# is only unique while its object lives).
-BuiltCalls = dict[int, tuple[CallRecord, Call]]
-
-
 def build_calls(batch: Batch, records: list[CallRecord]) -> BuiltCalls:
     """The records' calls, with no run yet: built before the batch waits for the others of its traces."""
     return {id(record): (record, new_call(batch, None, record)) for record in records}
@@ -123,50 +118,6 @@ def _call_of(built: BuiltCalls, batch: Batch, run_id: int, record: CallRecord) -
         return new_call(batch, run_id, record)
     made[1].run_id = run_id
     return made[1]
-
-
-@dataclass
-class BatchWork:
-    """One part of a span batch on its way through the pipeline (``ingest.pipeline``): what the steps
-    read and what each adds, in the order they run."""
-
-    raw: RawBatch  # the stored batch this part is of
-    batch: Batch
-    rows: list[tuple[dict, dict]]  # (resource, span row) of this part
-    traces: set[str]  # every trace the batch has spans of (any span may link a call to its agent)
-    wait: bool = True  # off: a run locked by another batch is locks.Busy, not waited for
-    # interpret
-    records: list[CallRecord] = field(default_factory=list)
-    operations: list[dict] = field(default_factory=list)
-    # save_texts, build_calls: done before the batch waits for the others of its traces
-    texts: dict[str, str] = field(default_factory=dict)  # stored now, by hash
-    built: BuiltCalls = field(default_factory=dict)
-    # keep_new, find_waiting, lock_runs, remove_replaced, rebuild (continued_calls), reset_late_invocations
-    new: list[CallRecord] = field(default_factory=list)
-    waiting: list[tuple[int, int]] = field(default_factory=list)  # (call, run) waiting for a new response
-    replaced: list[Call] = field(default_factory=list)
-    runs: dict[str, Run] = field(default_factory=dict)  # locked, by key
-    renumber: set[int] = field(default_factory=set)  # runs that lost a replaced call
-    untitled: set[int] = field(default_factory=set)  # runs whose first call's root span came now
-    relinked: set[int] = field(default_factory=set)  # runs whose stored calls an agent span relinked
-    # The runs that spans above calls naming none of their own name (lock_runs): the new calls are keyed
-    # by them, and stored ones move there (resolve_agents).
-    declared: agent_sessions.Declared | None = None
-    # resolve_agents
-    every_call: list[Call] = field(default_factory=list)
-    calls_of: dict[int, list[Call]] = field(default_factory=dict)  # the new calls by run id
-    invocations: set[str] = field(default_factory=set)
-    # number_and_analyse
-    late_runs: list[Run] = field(default_factory=list)  # renumbered after the insert
-    analysed: set[int] = field(default_factory=set)
-    writes: AnalysisWrites = field(default_factory=AnalysisWrites)
-
-    def in_order(self) -> list[Run]:
-        return sorted(self.runs.values(), key=lambda run: run.id)
-
-    def runs_to_analyse(self) -> set[int]:
-        """The runs whose calls changed and are not analysed yet."""
-        return {run.id for run in self.runs.values() if run.analysed_seq < run.call_count}
 
 
 def interpret(work: BatchWork) -> None:

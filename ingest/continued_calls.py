@@ -14,10 +14,10 @@ from dataclasses import replace
 from ctxcore.vocabulary import Item
 from ingest import continuations, itemlists
 from ingest.bulk import update_rows
-from ingest.calls import BatchWork
 from ingest.continuations import Answered, Request, Window
 from ingest.models import Call, ItemList
 from ingest.normalise import CallRecord
+from ingest.work import BatchWork
 
 # What the rebuild reads of a stored call: the call that answered a response, or one waiting for it.
 _READ = (

@@ -1,7 +1,7 @@
 """A span batch becoming stored, numbered and analysed calls: the steps, in order, on one screen.
 
 ``store.process_batch`` runs ``store_spans`` inside the batch's transaction. A batch is taken a part
-(about 4 MB of spans) at a time; each part is one ``calls.BatchWork`` that every step reads and adds to.
+(about 4 MB of spans) at a time; each part is one ``work.BatchWork`` that every step reads and adds to.
 The locks are ``ingest.locks``'s protocol: join locks, then trace claims, then run rows, never back.
 
 Before the batch waits for another batch of its traces (nothing here depends on another batch):
@@ -33,8 +33,8 @@ from collections.abc import Callable
 
 from ingest import calls, continued_calls, locks, otlp, session_calls
 from ingest.call_rows import Batch
-from ingest.calls import BatchWork
 from ingest.models import RawBatch
+from ingest.work import BatchWork
 
 Step = Callable[[BatchWork], None]
 

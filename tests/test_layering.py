@@ -168,3 +168,96 @@ def test_a_view_module_imports_no_other_view_module(name):
     assert sorted(imports(name)[0] & set(VIEW_MODULES)) == [], (
         f"{name}: move what is shared to a *_common module"
     )
+
+
+# Inside the write side: five layers, each importing only its own and those below. A span goes down
+# through them: an entry point accepts it, the pipeline runs its steps, the steps store rows made from
+# what the reading layer read, on the tables and wire formats at the bottom.
+INGEST_LAYERS: dict[str, tuple[str, ...]] = {
+    # the tables, the wire formats and the helpers every layer uses; no reading or storing logic
+    "foundations": (
+        "models", "keys", "locks", "raw_rows", "itemlists", "bulk", "compact", "lookups", "rollups",
+        "otlp", "semconv", "span_rows", "tokens", "rendering", "redact", "budget", "ratelimit", "malloc",
+        "export_format", "turns", "tool_executions",
+    ),
+    # spans read into call records, with no database (ingest.families is the one package here)
+    "reading": ("families", "usage", "normalise", "manifest", "continuations", "agents", "sessions"),
+    # call records stored as rows: each step's work, on the tables
+    "storing": (
+        "call_rows", "contents", "dedup", "late_content", "numbering", "analyse", "agent_sessions",
+        "titles", "retention",
+    ),
+    # a batch's steps in order (pipeline), the steps (calls, continued_calls), the batch's transaction
+    "pipeline": ("store", "pipeline", "work", "calls", "continued_calls", "session_calls"),
+    # what the outside calls: the receivers, the tasks, the import, the app and the commands
+    "entry": ("receiver", "grpc_receiver", "accept", "tasks", "imports", "apps", "management"),
+}  # fmt: skip
+
+
+def ingest_layer(name: str) -> int:
+    """The index of module ``name``'s layer in INGEST_LAYERS (a package's modules are in its layer)."""
+    first = name.split(".")[1] if "." in name else ""
+    for index, members in enumerate(INGEST_LAYERS.values()):
+        if first in members:
+            return index
+    raise LookupError(f"{name} is in no layer of INGEST_LAYERS: say where it belongs")
+
+
+INGEST_MODULES = sorted(name for name in MODULES if name.startswith("ingest.") and name != "ingest")
+
+
+def unit(name: str) -> str:
+    """The unit a chain counts: a module, or the families package as one (its own shape, a registry over
+    one module per instrumentation family on a few shared ones, is tested below)."""
+    return "ingest.families" if name.startswith("ingest.families.") else name
+
+
+def longest_chain(members: set[str]) -> list[str]:
+    """The longest chain of imports among the units of ``members`` (the graph has no cycles: tested above)."""
+    units = {unit(name) for name in members}
+    below_of: dict[str, set[str]] = {name: set() for name in units}
+    for name in members:
+        below_of[unit(name)] |= {unit(target) for target in imports(name)[0] if unit(target) in units}
+        below_of[unit(name)].discard(unit(name))
+
+    @cache
+    def from_(name: str) -> tuple[str, ...]:
+        return (name, *max((from_(target) for target in below_of[name]), key=len, default=()))
+
+    return list(max((from_(name) for name in units), key=len))
+
+
+@pytest.mark.parametrize("name", INGEST_MODULES)
+def test_an_ingest_module_imports_only_its_layer_and_those_below(name):
+    layer = ingest_layer(name)
+    above = sorted(
+        target for target in imports(name)[0] if target.startswith("ingest.") and ingest_layer(target) > layer
+    )
+    assert above == [], f"{name} ({list(INGEST_LAYERS)[layer]}) imports {above} from a layer above it"
+
+
+# Inside a layer modules may import each other, but not as a tower.
+MAX_CHAIN_IN_A_LAYER = 4
+
+
+@pytest.mark.parametrize("layer", list(INGEST_LAYERS))
+def test_an_ingest_layer_is_at_most_four_modules_deep(layer):
+    index = list(INGEST_LAYERS).index(layer)
+    chain = longest_chain({name for name in INGEST_MODULES if ingest_layer(name) == index})
+    assert len(chain) <= MAX_CHAIN_IN_A_LAYER, " -> ".join(chain)
+
+
+# What the families share; every other module of the package is one family, which imports no other.
+FAMILY_SHARED = {"base", "messages", "flattened", "providers"}
+
+
+@pytest.mark.parametrize(
+    "name", sorted(name for name in INGEST_MODULES if name.startswith("ingest.families."))
+)
+def test_a_family_imports_no_other_family(name):
+    families = {
+        target
+        for target in imports(name)[0]
+        if target.startswith("ingest.families.") and target.rpartition(".")[2] not in FAMILY_SHARED
+    }
+    assert families == set(), f"{name} imports {sorted(families)}: move what they share to base"
