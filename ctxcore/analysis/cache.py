@@ -9,6 +9,7 @@ the model and the time gap.
 """
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from ctxcore.analysis import calibration, limits, prefix, textdiff
 from ctxcore.analysis.inputs import CallInput
@@ -297,105 +298,37 @@ def analyse_cache(
     against it. ``window``: the call's items as the cache model reads them (default: from ``call.items``).
     """
     window = window if window is not None else ListWindow(call.items)
-    cum = window.cum
     scale = buckets["scale"]
     minimum = limits.minimum_cacheable(call.model)
     one_hour = limits.uses_one_hour_cache(call.usage_raw)
     diagnosis = limits.provider_diagnosis(call.usage_raw)
     reported_read = call.usage.cache_read
-    read_reported = (reported_read or 0) > 0
 
     own = [entry for entry in recent if _chain_of(entry) == call.chain]
     shared = [(entry, window.common(entry["chain"])) for entry in own]
-    live = [
-        (entry, min(length, entry["extent"]))
-        for entry, length in shared
-        if entry["model"] == call.model and call.start_ns - entry["end_ns"] <= entry["ttl_ns"]
-    ]
-    source, reusable = max(live, key=lambda pair: (pair[1], pair[0]["seq"]), default=(None, 0))
-    reusable_tokens = round(cum[reusable] * scale)
-    # In the provider's tokens, and never more than the provider said it cached on that call.
-    prefix_tokens = calibration.calibrated(reusable_tokens, fit)
-    if source is not None and source["ceiling"] is not None:
-        prefix_tokens = min(prefix_tokens, source["ceiling"])
-    # The provider caches nothing below the model's minimum, so a cache it reported on the source call
-    # proves that prefix long enough, whatever our count says (a shorter part of it proves nothing).
-    proven = source is not None and source["proven"] and reusable == source["extent"]
-    if read_reported:
-        expected_read = prefix_tokens if reusable_tokens > 0 else None  # no estimate to set against it
+    reuse = _reuse(call, shared, window, scale, fit)
+    if (reported_read or 0) > 0:
+        expected_read = reuse.prefix_tokens if reuse.tokens > 0 else None  # no estimate to set against it
     else:
-        expected_read = prefix_tokens if proven or prefix_tokens >= minimum else 0
-
+        expected_read = reuse.prefix_tokens if reuse.proven or reuse.prefix_tokens >= minimum else 0
     same_model = [(entry, length) for entry, length in shared if entry["model"] == call.model]
-    pool = same_model or shared
-    reference, reference_shared = max(pool, key=lambda pair: (pair[1], pair[0]["seq"]), default=(None, 0))
-
-    cause = invalidator = None
-    detail: dict = {}
-    rewritten = 0
-    if reference is not None and reference["extent"] > reusable:
-        gap_ns = call.start_ns - reference["end_ns"]
-        cause, invalidator, detail = classify(call, reference, reference_shared, gap_ns)
-        ref_cum = reference["cum"]
-        # The part of the reference's cached prefix this call could not reuse, in the reference's scale
-        # (the first ``reusable`` items are the same items in both calls).
-        lost = ref_cum[reference["extent"]] - ref_cum[min(reusable, reference["extent"])]
-        rewritten = round(lost * reference["scale"])
-    elif reference is not None and reported_read is not None and expected_read:
-        shortfall = expected_read - reported_read
-        if shortfall > INVISIBLE_SHARE * expected_read and shortfall > INVISIBLE_TOKENS:
-            cause, rewritten = INVISIBLE, shortfall
-            detail = {"shortfall": shortfall}
-    edits = limits.context_edits(call.usage_raw)
-    if edits and reference is not None and cause in (None, HISTORY_REWRITTEN, INVISIBLE):
-        cause, invalidator, detail, rewritten = _edited(
-            call, edits, (cause, invalidator, detail, rewritten), expected_read, source
-        )
+    reference, reference_shared = max(
+        same_model or shared, key=lambda pair: (pair[1], pair[0]["seq"]), default=(None, 0)
+    )
+    cause, invalidator, detail, rewritten = _cause(call, reference, reference_shared, reuse, expected_read)
     # The minimum table is a hint for calls that report nothing cached: a reported read or write says
     # the provider did cache, whatever our count of the prefix.
-    cached_by_report = read_reported or (call.usage.cache_write or 0) > 0
+    cached_by_report = (reported_read or 0) > 0 or (call.usage.cache_write or 0) > 0
     if cause is None and not cached_by_report:
-        breakpoint = window.last_breakpoint
-        marked = (
-            calibration.calibrated(round(cum[breakpoint + 1] * scale), fit) if breakpoint is not None else 0
-        )
-        if reference is not None and not proven and 0 < prefix_tokens < minimum:
-            cause, detail = BELOW_MINIMUM, {"prefix_tokens": prefix_tokens, "minimum": minimum}
-        elif breakpoint is not None and 0 < marked < minimum:
-            cause, invalidator = BELOW_MINIMUM, call.items[breakpoint].id
-            detail = {"prefix_tokens": marked, "minimum": minimum}
+        cause, invalidator, detail = _below_minimum(call, window, reference, reuse, minimum, scale, fit)
 
     extent = cached_extent(call, buckets["total"], minimum, window.last_breakpoint)
-    # Only this chain's expired entries leave: another agent's next call must still see its own expired
-    # chain to say its cache expired (the bound on chains keeps the state small meanwhile).
-    recent_after = [
-        entry
-        for entry in recent
-        if _chain_of(entry) != call.chain or call.start_ns - entry["end_ns"] <= entry["ttl_ns"]
-    ]
-    if extent > 0:
-        entry = {
-            "seq": call.seq,
-            "agent": call.agent,
-            "invocation": call.invocation,
-            "model": call.model,
-            "end_ns": call.end_ns,
-            "ttl_ns": limits.TTL_1H_NS if one_hour else limits.TTL_NS,
-            "extent": extent,
-            "ceiling": _ceiling(call),
-            "proven": (call.usage.cache_read or 0) + (call.usage.cache_write or 0) > 0,
-            "scale": scale,
-            "chain": window.chain,
-            "cum": cum,
-            "items": window.triples(),
-        }
-        recent_after = [entry, *recent_after]
     broke = cause not in (None, BELOW_MINIMUM)
     result = {
         "expected_read": expected_read,
         "reported_read": reported_read,
-        "reusable_items": reusable,
-        "reusable_tokens": reusable_tokens,
+        "reusable_items": reuse.items,
+        "reusable_tokens": reuse.tokens,
         "minimum": minimum,
         "cached_items": extent,
         "reference_seq": reference["seq"] if reference is not None else None,
@@ -410,6 +343,121 @@ def analyse_cache(
         "calibration": dict(fit) if fit is not None else None,
         "calibration_note": None
         if cause in (INVISIBLE, CONTEXT_EDITED)
-        else _note(call, reusable_tokens, expected_read, minimum, fit),
+        else _note(call, reuse.tokens, expected_read, minimum, fit),
     }
+    recent_after = _recent_after(call, recent, window, extent, scale, one_hour)
     return result, _bounded(recent_after, recent_limit, agents_kept)
+
+
+@dataclass(frozen=True)
+class _Reuse:
+    """What a call could reuse of its chain's live cached prefixes."""
+
+    source: Mapping | None  # the recent call whose cached prefix it shares most of
+    items: int  # how many of its first items
+    tokens: int  # our count of them
+    prefix_tokens: int  # in the provider's tokens, never more than the provider said it cached then
+    proven: bool  # the provider's report on the source proves that prefix long enough to cache
+
+
+def _reuse(
+    call: CallInput, shared: list[tuple[Mapping, int]], window: ListWindow, scale: float, fit: Mapping | None
+) -> _Reuse:
+    live = [
+        (entry, min(length, entry["extent"]))
+        for entry, length in shared
+        if entry["model"] == call.model and call.start_ns - entry["end_ns"] <= entry["ttl_ns"]
+    ]
+    source, reusable = max(live, key=lambda pair: (pair[1], pair[0]["seq"]), default=(None, 0))
+    reusable_tokens = round(window.cum[reusable] * scale)
+    prefix_tokens = calibration.calibrated(reusable_tokens, fit)
+    if source is not None and source["ceiling"] is not None:
+        prefix_tokens = min(prefix_tokens, source["ceiling"])
+    # The provider caches nothing below the model's minimum, so a cache it reported on the source call
+    # proves that prefix long enough, whatever our count says (a shorter part of it proves nothing).
+    proven = source is not None and source["proven"] and reusable == source["extent"]
+    return _Reuse(source, reusable, reusable_tokens, prefix_tokens, proven)
+
+
+def _cause(
+    call: CallInput,
+    reference: Mapping | None,
+    reference_shared: int,
+    reuse: _Reuse,
+    expected_read: int | None,
+) -> tuple[str | None, str | None, dict, int]:
+    """Why the call reused less than its reference (the chain's call it shares most with) had cached: the
+    cause, the item that broke the prefix, the detail and the tokens written again; or no break."""
+    cause = invalidator = None
+    detail: dict = {}
+    rewritten = 0
+    reported_read = call.usage.cache_read
+    if reference is not None and reference["extent"] > reuse.items:
+        gap_ns = call.start_ns - reference["end_ns"]
+        cause, invalidator, detail = classify(call, reference, reference_shared, gap_ns)
+        ref_cum = reference["cum"]
+        # The part of the reference's cached prefix this call could not reuse, in the reference's scale
+        # (the first ``reuse.items`` items are the same items in both calls).
+        lost = ref_cum[reference["extent"]] - ref_cum[min(reuse.items, reference["extent"])]
+        rewritten = round(lost * reference["scale"])
+    elif reference is not None and reported_read is not None and expected_read:
+        shortfall = expected_read - reported_read
+        if shortfall > INVISIBLE_SHARE * expected_read and shortfall > INVISIBLE_TOKENS:
+            cause, rewritten = INVISIBLE, shortfall
+            detail = {"shortfall": shortfall}
+    edits = limits.context_edits(call.usage_raw)
+    if edits and reference is not None and cause in (None, HISTORY_REWRITTEN, INVISIBLE):
+        return _edited(call, edits, (cause, invalidator, detail, rewritten), expected_read, reuse.source)
+    return cause, invalidator, detail, rewritten
+
+
+def _below_minimum(
+    call: CallInput,
+    window: ListWindow,
+    reference: Mapping | None,
+    reuse: _Reuse,
+    minimum: int,
+    scale: float,
+    fit: Mapping | None,
+) -> tuple[str | None, str | None, dict]:
+    """A prefix shorter than the model's minimum, which the provider does not cache: the one it shares
+    with its reference, else the one its last cache breakpoint marks."""
+    breakpoint = window.last_breakpoint
+    if reference is not None and not reuse.proven and 0 < reuse.prefix_tokens < minimum:
+        return BELOW_MINIMUM, None, {"prefix_tokens": reuse.prefix_tokens, "minimum": minimum}
+    if breakpoint is not None:
+        marked = calibration.calibrated(round(window.cum[breakpoint + 1] * scale), fit)
+        if 0 < marked < minimum:
+            return BELOW_MINIMUM, call.items[breakpoint].id, {"prefix_tokens": marked, "minimum": minimum}
+    return None, None, {}
+
+
+def _recent_after(
+    call: CallInput, recent: Sequence[Mapping], window: ListWindow, extent: int, scale: float, one_hour: bool
+) -> list[Mapping]:
+    """The recent list after this call: its own entry first where it cached anything. Only this chain's
+    expired entries leave: another agent's next call must still see its own expired chain to say its
+    cache expired (the bound on chains keeps the state small meanwhile)."""
+    after = [
+        entry
+        for entry in recent
+        if _chain_of(entry) != call.chain or call.start_ns - entry["end_ns"] <= entry["ttl_ns"]
+    ]
+    if extent <= 0:
+        return after
+    entry = {
+        "seq": call.seq,
+        "agent": call.agent,
+        "invocation": call.invocation,
+        "model": call.model,
+        "end_ns": call.end_ns,
+        "ttl_ns": limits.TTL_1H_NS if one_hour else limits.TTL_NS,
+        "extent": extent,
+        "ceiling": _ceiling(call),
+        "proven": (call.usage.cache_read or 0) + (call.usage.cache_write or 0) > 0,
+        "scale": scale,
+        "chain": window.chain,
+        "cum": window.cum,
+        "items": window.triples(),
+    }
+    return [entry, *after]

@@ -12,6 +12,7 @@ agent, so a cut body never puts two readings of one prefix side by side).
 """
 
 import json
+from dataclasses import dataclass, field
 
 from ctxcore.vocabulary import count_of
 from ingest.families.base import Family, SessionCall, Sessions, session_row, synthetic_id
@@ -105,148 +106,177 @@ def body_window(body: dict) -> dict:
 
 def assemble(spans: list[dict], logs: list[dict]) -> list[SessionCall]:
     """The session's model requests, each from its api_request record and/or its llm_request span."""
-    requests: dict[str, dict] = {}
-    prompts: dict[str, str] = {}
-    tools: dict[str, dict] = {}
-    whole: dict[str, bool] = {}  # request_body_id -> whether the body was logged uncut
-    bodies: dict[str, dict | None] = {}  # request_body_id -> the body, parsed, where loaded
-    body_of: dict[str, str] = {}  # request_id -> request_body_id
+    found = _records(spans, logs)
+    exact = _exact_agents(found)
+    history: dict[str, list[dict]] = {}  # per agent: the messages sent so far (detailed mode)
+    return [
+        _session_call(request_id, entry, found, exact, history)
+        for request_id, entry in sorted(found.requests.items(), key=lambda pair: (_start(pair[1]), pair[0]))
+    ]
+
+
+@dataclass
+class _Records:
+    """A session's records and spans, by what joins them."""
+
+    requests: dict[str, dict] = field(default_factory=dict)  # request_id -> {"log": …, "span": …}
+    prompts: dict[str, str] = field(default_factory=dict)  # system_prompt_hash -> the prompt
+    tools: dict[str, dict] = field(default_factory=dict)  # tool_hash -> the definition
+    whole: dict[str, bool] = field(default_factory=dict)  # request_body_id -> whether logged uncut
+    bodies: dict[str, dict | None] = field(default_factory=dict)  # request_body_id -> parsed, where loaded
+    body_of: dict[str, str] = field(default_factory=dict)  # request_id -> request_body_id
+
+
+def _records(spans: list[dict], logs: list[dict]) -> _Records:
+    found = _Records()
     for log in logs:
         attributes = log["attributes"]
         event = attributes.get(EVENT_NAME)
         if event == REQUEST_BODY and attributes.get("request_body_id"):
             body_id = str(attributes["request_body_id"])
-            whole[body_id] = str(attributes.get("body_truncated", "")).lower() != "true"
-            bodies[body_id] = _parsed_body(attributes) if whole[body_id] else None
+            found.whole[body_id] = str(attributes.get("body_truncated", "")).lower() != "true"
+            found.bodies[body_id] = _parsed_body(attributes) if found.whole[body_id] else None
         elif event == RESPONSE_BODY and attributes.get("request_id") and attributes.get("request_body_id"):
-            body_of[str(attributes["request_id"])] = str(attributes["request_body_id"])
+            found.body_of[str(attributes["request_id"])] = str(attributes["request_body_id"])
         elif event == API_REQUEST and attributes.get("request_id"):
-            requests.setdefault(str(attributes["request_id"]), {})["log"] = log
+            found.requests.setdefault(str(attributes["request_id"]), {})["log"] = log
         elif event == SYSTEM_PROMPT and isinstance(attributes.get("system_prompt"), str):
-            prompts[str(attributes.get("system_prompt_hash"))] = attributes["system_prompt"]
+            found.prompts[str(attributes.get("system_prompt_hash"))] = attributes["system_prompt"]
         elif event == TOOL and isinstance(parse_json(attributes.get("tool")), dict):
-            tools[str(attributes.get("tool_hash"))] = parse_json(attributes["tool"])
+            found.tools[str(attributes.get("tool_hash"))] = parse_json(attributes["tool"])
     for span in spans:
         request_id = span["attributes"].get("request_id") or span["attributes"].get("gen_ai.response.id")
         if span["name"] == LLM_REQUEST and request_id:
-            requests.setdefault(str(request_id), {})["span"] = span
+            found.requests.setdefault(str(request_id), {})["span"] = span
+    return found
 
-    def start(entry: dict) -> int:
-        if "span" in entry:
-            return entry["span"]["start_time_unix_nano"]
-        log = entry["log"]
-        return log["time_unix_nano"] - (count_of(log["attributes"].get("duration_ms")) or 0) * 1_000_000
 
-    def agent_of(entry: dict) -> str:
-        found = [row["attributes"].get("agent_id") for row in (entry.get("log"), entry.get("span")) if row]
-        return str(next((agent for agent in found if agent), ""))
+def _start(entry: dict) -> int:
+    if "span" in entry:
+        return entry["span"]["start_time_unix_nano"]
+    log = entry["log"]
+    return log["time_unix_nano"] - (count_of(log["attributes"].get("duration_ms")) or 0) * 1_000_000
 
-    def body(request_id: str) -> dict | None:
-        return bodies.get(body_of.get(request_id, ""))
 
-    # Per agent: every request's body was logged uncut. Bodies of calls long before the batch are not
-    # loaded (``HEAVY_LOG_KEYS``): their flag says enough, and those calls are not made again.
+def _agent_of(entry: dict) -> str:
+    found = [row["attributes"].get("agent_id") for row in (entry.get("log"), entry.get("span")) if row]
+    return str(next((agent for agent in found if agent), ""))
+
+
+def _exact_agents(found: _Records) -> dict[str, bool]:
+    """Per agent: every request's body was logged uncut. Bodies of calls long before the batch are not
+    loaded (``HEAVY_LOG_KEYS``): their flag says enough, and those calls are not made again."""
     exact: dict[str, bool] = {}
-    for request_id, entry in requests.items():
-        agent = agent_of(entry)
-        exact[agent] = exact.get(agent, True) and whole.get(body_of.get(request_id, ""), False)
+    for request_id, entry in found.requests.items():
+        agent = _agent_of(entry)
+        exact[agent] = exact.get(agent, True) and found.whole.get(found.body_of.get(request_id, ""), False)
+    return exact
 
-    calls = []
-    history: dict[str, list[dict]] = {}  # per agent: the messages sent so far
-    for request_id, entry in sorted(requests.items(), key=lambda pair: (start(pair[1]), pair[0])):
-        span, log = entry.get("span"), entry.get("log")
-        span_attributes = span["attributes"] if span else {}
-        log_attributes = log["attributes"] if log else {}
-        agent_id = agent_of(entry)
-        session = str(log_attributes.get(SESSION_ID) or span_attributes.get(SESSION_ID) or "")
-        trace_id = (span or log)["trace_id"] or synthetic_id(32, NAME, session)
-        attributes = {
-            SESSION_ID: session,
-            "gen_ai.provider.name": "anthropic",
-            "gen_ai.operation.name": "chat",
-            "gen_ai.request.model": str(log_attributes.get("model") or span_attributes.get("model") or ""),
-            "gen_ai.response.id": request_id,
-        }
-        for key in ("gen_ai.response.model", "gen_ai.response.finish_reasons"):
+
+def _session_call(
+    request_id: str, entry: dict, found: _Records, exact: dict[str, bool], history: dict[str, list[dict]]
+) -> SessionCall:
+    span, log = entry.get("span"), entry.get("log")
+    span_attributes = span["attributes"] if span else {}
+    log_attributes = log["attributes"] if log else {}
+    agent_id = _agent_of(entry)
+    session = str(log_attributes.get(SESSION_ID) or span_attributes.get(SESSION_ID) or "")
+    trace_id = (span or log)["trace_id"] or synthetic_id(32, NAME, session)
+    attributes = {
+        SESSION_ID: session,
+        "gen_ai.provider.name": "anthropic",
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": str(log_attributes.get("model") or span_attributes.get("model") or ""),
+        "gen_ai.response.id": request_id,
+    }
+    for key in ("gen_ai.response.model", "gen_ai.response.finish_reasons"):
+        if key in span_attributes:
+            attributes[key] = span_attributes[key]
+    if agent_id:
+        attributes["gen_ai.agent.name"] = str(log_attributes.get("agent.name") or agent_id)
+    reported: dict = {}
+    if log:
+        usage, reported = _log_usage(log_attributes)
+        attributes = {key: value for key, value in {**attributes, **usage}.items() if value is not None}
+    else:  # the span's figures: input inclusive, no 5m/1h split
+        for key in (
+            "gen_ai.usage.input_tokens",
+            "gen_ai.usage.cache_read.input_tokens",
+            "gen_ai.usage.cache_write.input_tokens",
+            "gen_ai.usage.output_tokens",
+        ):
             if key in span_attributes:
                 attributes[key] = span_attributes[key]
-        if agent_id:
-            attributes["gen_ai.agent.name"] = str(log_attributes.get("agent.name") or agent_id)
-        reported: dict = {}
-        if log:  # the record's figures are exclusive (uncached input) and split 5m/1h writes
-            figures = {
-                key: count_of(log_attributes.get(key))
-                for key in (
-                    "input_tokens",
-                    "cache_read_tokens",
-                    "cache_creation_tokens",
-                    "cache_creation_5m_tokens",
-                    "cache_creation_1h_tokens",
-                    "output_tokens",
-                )
-            }
-            uncached, read, write = (
-                figures["input_tokens"],
-                figures["cache_read_tokens"],
-                figures["cache_creation_tokens"],
-            )
-            if None not in (uncached, read, write):
-                attributes["gen_ai.usage.input_tokens"] = uncached + read + write
-            attributes["gen_ai.usage.cache_read.input_tokens"] = read
-            attributes["gen_ai.usage.cache_write.input_tokens"] = write
-            attributes["gen_ai.usage.output_tokens"] = figures["output_tokens"]
-            # Anthropic's name for 1-hour writes: the cache analysis reads the TTL from it.
-            attributes["gen_ai.usage.cache_creation.ephemeral_1h_input_tokens"] = figures[
-                "cache_creation_1h_tokens"
-            ]
-            attributes["gen_ai.usage.cache_creation.ephemeral_5m_input_tokens"] = figures[
-                "cache_creation_5m_tokens"
-            ]
-            attributes = {key: value for key, value in attributes.items() if value is not None}
-            cost = log_attributes.get("cost_usd")
-            reported = {key: value for key, value in figures.items() if value is not None}
-            if isinstance(cost, (int, float)) and not isinstance(cost, bool):
-                reported["cost_usd"] = cost
-        else:  # the span's figures: input inclusive, no 5m/1h split
-            for key in (
-                "gen_ai.usage.input_tokens",
-                "gen_ai.usage.cache_read.input_tokens",
-                "gen_ai.usage.cache_write.input_tokens",
-                "gen_ai.usage.output_tokens",
-            ):
-                if key in span_attributes:
-                    attributes[key] = span_attributes[key]
 
-        logged = body(request_id)
-        if exact.get(agent_id) and logged is not None:
-            attributes.update(body_window(logged))
-        # Detailed mode: the window, rebuilt from the hashes the span names and the texts logged once.
-        elif "new_context" in span_attributes:
-            messages = _extend(history.get(agent_id, []), new_messages(str(span_attributes["new_context"])))
-            history[agent_id] = messages
-            attributes["gen_ai.input.messages"] = json.dumps(messages)
-            prompt = prompts.get(str(span_attributes.get("system_prompt_hash")))
-            if prompt is not None:
-                attributes["gen_ai.system_instructions"] = json.dumps(prompt)
-            named = _tool_hashes(span_attributes.get("tools"))
-            if named and all(tool_hash in tools for _, tool_hash in named):
-                attributes["gen_ai.tool.definitions"] = json.dumps([tools[h] for _, h in named])
-            output = span_attributes.get("response.model_output")
-            if isinstance(output, str) and output:
-                text = {"role": "assistant", "parts": [{"type": "text", "content": output}]}
-                attributes["gen_ai.output.messages"] = json.dumps([text])
+    logged = found.bodies.get(found.body_of.get(request_id, ""))
+    if exact.get(agent_id) and logged is not None:
+        attributes.update(body_window(logged))
+    elif "new_context" in span_attributes:
+        attributes.update(_detailed_window(span_attributes, found, history.setdefault(agent_id, [])))
 
-        if span:
-            start_ns, end_ns = span["start_time_unix_nano"], span["end_time_unix_nano"]
-        else:
-            start_ns, end_ns = start(entry), log["time_unix_nano"]
-        # One trace per turn when traced (logs then carry it too); prompt.id otherwise.
-        turn_key = (span or log)["trace_id"] or str(log_attributes.get("prompt.id") or "")
-        row = session_row(
-            trace_id, synthetic_id(16, NAME, session, request_id), CALL_NAME, start_ns, end_ns, attributes
+    if span:
+        start_ns, end_ns = span["start_time_unix_nano"], span["end_time_unix_nano"]
+    else:
+        start_ns, end_ns = _start(entry), log["time_unix_nano"]
+    # One trace per turn when traced (logs then carry it too); prompt.id otherwise.
+    turn_key = (span or log)["trace_id"] or str(log_attributes.get("prompt.id") or "")
+    row = session_row(
+        trace_id, synthetic_id(16, NAME, session, request_id), CALL_NAME, start_ns, end_ns, attributes
+    )
+    return SessionCall(row, (span or log)["resource"], turn_key, reported)
+
+
+def _log_usage(log_attributes: dict) -> tuple[dict, dict]:
+    """The usage attributes from an api_request record, and its figures as reported. The record's figures
+    are exclusive (uncached input) and split 5m/1h writes."""
+    figures = {
+        key: count_of(log_attributes.get(key))
+        for key in (
+            "input_tokens",
+            "cache_read_tokens",
+            "cache_creation_tokens",
+            "cache_creation_5m_tokens",
+            "cache_creation_1h_tokens",
+            "output_tokens",
         )
-        calls.append(SessionCall(row, (span or log)["resource"], turn_key, reported))
-    return calls
+    }
+    uncached, read, write = (
+        figures["input_tokens"],
+        figures["cache_read_tokens"],
+        figures["cache_creation_tokens"],
+    )
+    usage = {
+        "gen_ai.usage.input_tokens": uncached + read + write if None not in (uncached, read, write) else None,
+        "gen_ai.usage.cache_read.input_tokens": read,
+        "gen_ai.usage.cache_write.input_tokens": write,
+        "gen_ai.usage.output_tokens": figures["output_tokens"],
+        # Anthropic's name for 1-hour writes: the cache analysis reads the TTL from it.
+        "gen_ai.usage.cache_creation.ephemeral_1h_input_tokens": figures["cache_creation_1h_tokens"],
+        "gen_ai.usage.cache_creation.ephemeral_5m_input_tokens": figures["cache_creation_5m_tokens"],
+    }
+    reported = {key: value for key, value in figures.items() if value is not None}
+    cost = log_attributes.get("cost_usd")
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+        reported["cost_usd"] = cost
+    return usage, reported
+
+
+def _detailed_window(span_attributes: dict, found: _Records, history: list[dict]) -> dict:
+    """Detailed mode: the window, rebuilt from the hashes the span names and the texts logged once;
+    ``history`` (the agent's messages sent so far) is extended in place."""
+    history[:] = _extend(history, new_messages(str(span_attributes["new_context"])))
+    attributes = {"gen_ai.input.messages": json.dumps(history)}
+    prompt = found.prompts.get(str(span_attributes.get("system_prompt_hash")))
+    if prompt is not None:
+        attributes["gen_ai.system_instructions"] = json.dumps(prompt)
+    named = _tool_hashes(span_attributes.get("tools"))
+    if named and all(tool_hash in found.tools for _, tool_hash in named):
+        attributes["gen_ai.tool.definitions"] = json.dumps([found.tools[h] for _, h in named])
+    output = span_attributes.get("response.model_output")
+    if isinstance(output, str) and output:
+        text = {"role": "assistant", "parts": [{"type": "text", "content": output}]}
+        attributes["gen_ai.output.messages"] = json.dumps([text])
+    return attributes
 
 
 # The bodies are the bulk of a detailed session: for rows long before a batch, only these are read.
