@@ -80,6 +80,14 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+def message_id(rendered_digest: str) -> str:
+    """A message's id, the one rule of the SDK and the write side: ``msg:`` + the first 12 hex of the
+    ``digest`` of a rendering of the message that names its role (the write side renders the whole
+    message, role and parts; the SDK its role followed by its content), so the same message keeps its id
+    from call to call and two roles saying the same words do not share one."""
+    return "msg:" + rendered_digest[:12]
+
+
 def evolve(instance: Any, **changes: Any) -> Any:
     """``dataclasses.replace`` without its per-field work, for a frozen dataclass with no
     ``__post_init__`` and no ``__slots__``, whose fields ``changes`` names (not checked here)."""

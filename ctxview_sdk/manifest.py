@@ -6,7 +6,6 @@ Pure Python, no OpenTelemetry: the ingest side and the tests can import it on it
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -43,31 +42,19 @@ content_hash = vocabulary.digest
 
 
 def message_id(role: str, rendered: str) -> str:
-    """The stable id of a message: ``msg:`` + the first 12 hex of SHA-256 over role + rendered content."""
-    return "msg:" + hashlib.sha256((role + rendered).encode("utf-8")).hexdigest()[:12]
+    """The stable id of a message: the vocabulary's rule over its role and rendered content."""
+    return vocabulary.message_id(vocabulary.digest(role + rendered))
 
 
 @dataclass(frozen=True)
-class Item:
-    """One piece of the context window, as it appears in ``manifest.items``."""
+class Item(vocabulary.Item):
+    """One piece of the context window, as it appears in ``manifest.items``: the vocabulary's item (its
+    fields are declared there once), checked as it is made. Its place in the list is its position, so
+    ``position`` is not written; a sender states its token counts, so they are not estimates unless
+    it says so."""
 
-    id: str
-    kind: str
-    bucket: str
-    hash: str
-    role: str | None = None
-    mode: str = "verbatim"
-    tokens: int | None = None
+    position: int = 0
     tokens_estimated: bool = False
-    version: str | None = None
-    source: str | None = None
-    trust: str | None = None
-    supersedes: tuple[str, ...] = ()
-    pinned: bool = False
-    origin_turn: int | None = None
-    cache_breakpoint: bool = False
-    content: str | None = None
-    content_truncated: bool = False
 
     def __post_init__(self) -> None:
         _check_id(self.id, "id")
@@ -118,7 +105,7 @@ class Excluded(vocabulary.Excluded):
         return {name: getattr(self, name) for name in _EXCLUDED_FIELDS}
 
 
-_ITEM_FIELDS = tuple(entry.name for entry in fields(Item))
+_ITEM_FIELDS = tuple(entry.name for entry in fields(Item) if entry.name != "position")
 _EXCLUDED_FIELDS = tuple(entry.name for entry in fields(Excluded))
 
 

@@ -9,7 +9,7 @@ call's ordered items, in provider render order: tools, system, messages.
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ctxcore.vocabulary import CONTENT_LIMIT, Item, Usage, digest
+from ctxcore.vocabulary import CONTENT_LIMIT, Item, Usage, digest, message_id
 from ingest import continuations, families, semconv, tokens
 from ingest import manifest as manifest_module
 from ingest.families import AGENT, MODEL_CALL, TOOL, Event, classify, providers
@@ -205,7 +205,7 @@ def derive_items(
             asked.update(_asked_tools(message))
         content_hash = digest(text)
         add(
-            f"msg:{content_hash[:12]}",
+            message_id(content_hash),
             kind,
             bucket,
             role,
@@ -338,96 +338,25 @@ def call_record(
     usage = normalise_usage(attributes, provider, scope_name, scope_version)
     notes = list(usage.notes)
 
-    # Details events may carry the whole conversation as one JSON body: parse it once, not per reader.
-    content = families.content_attributes(attributes, events)
-    tools, tool_keys = families.tool_definitions(attributes, content)
-    system, system_keys = families.system_parts(attributes, content)
-    inputs, input_keys = families.input_messages(attributes, content, events)
-    outputs, output_keys = families.output_messages(attributes, content, events)
-    content_captured = inputs is not None or system is not None
-    # Only what the span itself carried is moved out of it; content from events stays where it was.
-    moved = [
-        key
-        for key in tool_keys + system_keys + input_keys + output_keys
-        if key in attributes or (key.endswith(".") and any(name.startswith(key) for name in attributes))
-    ]
-
-    derived = items = derive_items(tools, system, inputs, count)
-    response_id = _first_text(attributes, semconv.RESPONSE_ID)[0] or families.response_id(attributes) or ""
-    response_id = response_id[:200]
+    read = _read_content(attributes, events)
+    derived = derive_items(read.tools, read.system, read.inputs, count)
+    window = _window(attributes, read, derived, notes)
+    notes += _edit_notes(attributes)
+    response_id = _response_id(attributes)
     # Only a response with an id can be continued: only then is the answer kept, as items.
-    answer = continuations.answer_messages(outputs) if response_id else []
+    answer = continuations.answer_messages(read.outputs) if response_id else []
     output_items = derive_items(None, None, answer, count) if answer else []
     continues_response = ""
-    tool_calls = tool_calls_of(outputs)
-    manifest_source = "derived" if content_captured or tools else "none"
-    excluded: tuple[dict, ...] = ()
-    budget = None
-    prompt_version = ""
-    manifest_error = ""
-    raw_manifest = attributes.get(semconv.CTXVIEW_MANIFEST)
-    if raw_manifest is not None:
-        try:
-            manifest = manifest_module.parse(raw_manifest)
-        except manifest_module.ManifestError as exc:
-            manifest_error = str(exc)
-            notes.append(f"the ctxview.manifest was not used: {exc}")
-        else:
-            items = list(manifest.items)
-            if tools is None:
-                # The catalogue the sender declared: its tool items ("tool:<name>" by the SDK's convention).
-                tools = [{"name": item.id.removeprefix("tool:")} for item in items if item.bucket == "tools"]
-            excluded = manifest.excluded
-            budget = manifest.budget
-            prompt_version = manifest.prompt_version
-            manifest_source = "explicit"
-            manifest_error = "; ".join(manifest.warnings)
-            content_captured = content_captured or any(item.content is not None for item in items)
-            moved.append(semconv.CTXVIEW_MANIFEST)
-    stated_limit = attributes.get(semconv.CONTEXT_WINDOW_SIZE)
-    if budget is None and type(stated_limit) is int and 0 < stated_limit < 2**53:
-        # The context limit an instrumentation states for the call: the window's share of it is known.
-        budget = {"limit": int(stated_limit), "input": None, "reserved_output": None}
-    for edit in families.context_edits(attributes)[:20]:
-        cleared = ", ".join(
-            f"{value} {key.removeprefix('cleared_').replace('_', ' ')}"
-            for key, value in edit.items()
-            if key != "type"
-        )
-        note = f"context edited before the model saw it: {edit['type']}" + (
-            f" ({cleared})" if cleared else ""
-        )
-        notes.append(note[:300])
-    if not content_captured and manifest_source != "explicit":
+    if not window.captured and window.source != "explicit":
         notes.append(_not_captured(attributes))
-    elif (continued := families.continues(attributes)) is not None and manifest_source == "derived":
+    elif (continued := families.continues(attributes)) is not None and window.source == "derived":
         notes.append(continuations.not_rebuilt_note(*continued))
         if continued[0] == continuations.PREVIOUS_RESPONSE:
             continues_response = continued[1]
 
+    tool_calls = tool_calls_of(read.outputs)
     finish_reasons = _finish_reasons(
-        attributes, content, outputs, provider, scope_name, scope_version, bool(tool_calls)
-    )
-    figures = (
-        usage.uncached,
-        usage.cache_write,
-        usage.cache_read,
-        usage.output,
-        usage.reasoning,
-        usage.prompt_total,
-    )
-    # A span that declares a GenAI operation (chat, generate_content...) is a request by declaration; one
-    # that is only of a model-call kind (OpenInference's LLM span kind, which LlamaIndex gives any method
-    # of its LLM classes) must show one: messages, usage or a response.
-    carries_request = bool(
-        attributes.get(semconv.OPERATION_NAME)
-        or content_captured
-        or outputs
-        or tools
-        or manifest_source == "explicit"
-        or any(figure is not None for figure in figures)
-        or response_id
-        or finish_reasons
+        attributes, read.content, read.outputs, provider, scope_name, scope_version, bool(tool_calls)
     )
     return CallRecord(
         trace_id=span["trace_id"],
@@ -448,22 +377,153 @@ def call_record(
         usage=usage,
         turn_hint=_turn_hint(attributes),
         user_fingerprint=user_fingerprint(derived),
-        content_captured=content_captured,
-        manifest_source=manifest_source,
-        manifest_error=manifest_error[:1000],
-        items=tuple(items),
-        excluded=excluded,
-        budget=budget,
-        prompt_version=prompt_version[:200],
+        content_captured=window.captured,
+        manifest_source=window.source,
+        manifest_error=window.error[:1000],
+        items=tuple(window.items),
+        excluded=window.excluded,
+        budget=window.budget,
+        prompt_version=window.prompt_version[:200],
         tool_calls=tuple(tool_calls),
-        tool_definitions=tuple(tool_name(tool) for tool in tools) if tools is not None else None,
+        tool_definitions=tuple(tool_name(tool) for tool in window.tools)
+        if window.tools is not None
+        else None,
         finish_reasons=finish_reasons,
         notes=tuple(notes),
-        moved_keys=tuple(dict.fromkeys(moved)),
-        carries_request=carries_request,
+        moved_keys=tuple(dict.fromkeys(read.moved)),
+        carries_request=_carries_request(attributes, read, window, usage, response_id, finish_reasons),
         continues_response=continues_response,
         window_gap=continues_response,  # until rebuilt
         output_items=tuple(output_items),
+    )
+
+
+@dataclass
+class _Content:
+    """What a span's attributes and content events say the model was sent and answered, read once."""
+
+    content: dict | None  # a details event's whole conversation as one parsed JSON body, if any
+    tools: list | None
+    system: list | None
+    inputs: list | None
+    outputs: list | None
+    moved: list[str]  # the span's own attributes that held it: moved out of the span into items
+
+
+def _read_content(attributes: dict, events: list[Event]) -> _Content:
+    # Details events may carry the whole conversation as one JSON body: parse it once, not per reader.
+    content = families.content_attributes(attributes, events)
+    tools, tool_keys = families.tool_definitions(attributes, content)
+    system, system_keys = families.system_parts(attributes, content)
+    inputs, input_keys = families.input_messages(attributes, content, events)
+    outputs, output_keys = families.output_messages(attributes, content, events)
+    # Only what the span itself carried is moved out of it; content from events stays where it was.
+    moved = [
+        key
+        for key in tool_keys + system_keys + input_keys + output_keys
+        if key in attributes or (key.endswith(".") and any(name.startswith(key) for name in attributes))
+    ]
+    return _Content(content, tools, system, inputs, outputs, moved)
+
+
+@dataclass
+class _Window:
+    """The window a record states: the sender's ctxview.manifest where it sent a valid one, else the
+    items derived from the content (source "derived"), or nothing known (source "none")."""
+
+    items: list[Item]
+    tools: list | None
+    source: str
+    captured: bool  # some content of the window was recorded
+    excluded: tuple[dict, ...] = ()
+    budget: dict | None = None
+    prompt_version: str = ""
+    error: str = ""  # why the manifest was not used, or its warnings
+
+
+def _window(attributes: dict, read: _Content, derived: list[Item], notes: list[str]) -> _Window:
+    captured = read.inputs is not None or read.system is not None
+    window = _Window(derived, read.tools, "derived" if captured or read.tools else "none", captured)
+    raw_manifest = attributes.get(semconv.CTXVIEW_MANIFEST)
+    if raw_manifest is not None:
+        try:
+            manifest = manifest_module.parse(raw_manifest)
+        except manifest_module.ManifestError as exc:
+            window.error = str(exc)
+            notes.append(f"the ctxview.manifest was not used: {exc}")
+        else:
+            items = list(manifest.items)
+            # Without tool definitions, the catalogue the sender declared: its tool items ("tool:<name>" by
+            # the SDK's convention).
+            tools = read.tools
+            if tools is None:
+                tools = [{"name": item.id.removeprefix("tool:")} for item in items if item.bucket == "tools"]
+            window = _Window(
+                items,
+                tools,
+                "explicit",
+                captured or any(item.content is not None for item in items),
+                manifest.excluded,
+                manifest.budget,
+                manifest.prompt_version,
+                "; ".join(manifest.warnings),
+            )
+            read.moved.append(semconv.CTXVIEW_MANIFEST)
+    stated_limit = attributes.get(semconv.CONTEXT_WINDOW_SIZE)
+    if window.budget is None and type(stated_limit) is int and 0 < stated_limit < 2**53:
+        # The context limit an instrumentation states for the call: the window's share of it is known.
+        window.budget = {"limit": int(stated_limit), "input": None, "reserved_output": None}
+    return window
+
+
+def _edit_notes(attributes: dict) -> list[str]:
+    """A note for each context edit (at most 20) the provider made before the model saw the window."""
+    notes = []
+    for edit in families.context_edits(attributes)[:20]:
+        cleared = ", ".join(
+            f"{value} {key.removeprefix('cleared_').replace('_', ' ')}"
+            for key, value in edit.items()
+            if key != "type"
+        )
+        note = f"context edited before the model saw it: {edit['type']}" + (
+            f" ({cleared})" if cleared else ""
+        )
+        notes.append(note[:300])
+    return notes
+
+
+def _response_id(attributes: dict) -> str:
+    return (_first_text(attributes, semconv.RESPONSE_ID)[0] or families.response_id(attributes) or "")[:200]
+
+
+def _carries_request(
+    attributes: dict,
+    read: _Content,
+    window: _Window,
+    usage: Usage,
+    response_id: str,
+    finish_reasons: tuple[str, ...],
+) -> bool:
+    """A span that declares a GenAI operation (chat, generate_content...) is a request by declaration; one
+    that is only of a model-call kind (OpenInference's LLM span kind, which LlamaIndex gives any method
+    of its LLM classes) must show one: messages, usage or a response."""
+    figures = (
+        usage.uncached,
+        usage.cache_write,
+        usage.cache_read,
+        usage.output,
+        usage.reasoning,
+        usage.prompt_total,
+    )
+    return bool(
+        attributes.get(semconv.OPERATION_NAME)
+        or window.captured
+        or read.outputs
+        or window.tools
+        or window.source == "explicit"
+        or any(figure is not None for figure in figures)
+        or response_id
+        or finish_reasons
     )
 
 

@@ -2,9 +2,11 @@
 
 import hashlib
 import json
+from dataclasses import fields
 
 import pytest
 
+from ctxcore import vocabulary
 from ctxview_sdk.manifest import Excluded, Item, Manifest, content_hash, message_id, render
 
 
@@ -77,3 +79,19 @@ def test_the_sdk_renders_and_hashes_as_the_server_does_a_lone_surrogate_included
     value = {"b": 1, "a": ["x\ud800", 2.5]}
     assert sdk_manifest.render(value) == vocabulary.render(value) == '{"b":1,"a":["x\ud800",2.5]}'
     assert sdk_manifest.content_hash("x\ud800") == vocabulary.digest("x\ud800")
+
+
+def test_a_message_id_follows_the_write_sides_rule_and_takes_a_lone_surrogate():
+    # One rule (ctxcore.vocabulary.message_id) over a rendering that names the role: the SDK's ids are
+    # those it gave before the rule moved there, and a lone surrogate no longer raises.
+    assert message_id("user", "hello") == vocabulary.message_id(vocabulary.digest("userhello"))
+    assert message_id("user", "\ud800") == "msg:" + vocabulary.digest("user\ud800")[:12]
+    assert message_id("user", "ok") != message_id("assistant", "ok")
+
+
+def test_an_item_has_the_vocabularys_fields_and_writes_all_but_its_position():
+    assert issubclass(Item, vocabulary.Item)
+    written = Item(id="a", kind="fact", bucket="memory", hash="0" * 32).to_dict()
+    assert set(written) == {field.name for field in fields(vocabulary.Item)} - {"position"}
+    # A sender's count is its own, not an estimate, unless it says so.
+    assert written["tokens_estimated"] is False
