@@ -39,6 +39,21 @@ def test_the_genai_repository_rename_cache_write_is_read():
     assert (usage.uncached, usage.cache_write, usage.cache_read, usage.prompt_total) == (10, 60, 30, 100)
 
 
+def test_sentrys_cache_write_and_cached_read_spellings_are_read():
+    # Sentry's AI monitoring names the write gen_ai.usage.input_tokens.cache_write (and the read
+    # gen_ai.usage.input_tokens.cached); its input includes both.
+    usage = normalise_usage(
+        {
+            "gen_ai.usage.input_tokens": 100,
+            "gen_ai.usage.input_tokens.cache_write": 60,
+            "gen_ai.usage.input_tokens.cached": 30,
+            "gen_ai.usage.output_tokens": 5,
+        },
+        provider="anthropic",
+    )
+    assert (usage.uncached, usage.cache_write, usage.cache_read, usage.prompt_total) == (10, 60, 30, 100)
+
+
 def test_only_a_prompt_total_leaves_the_split_unknown():
     usage = normalise_usage(
         {"gen_ai.usage.input_tokens": 1200, "gen_ai.usage.output_tokens": 40}, "anthropic"
