@@ -96,6 +96,13 @@ DATABASES = {
     if _database_url
     else sqlite_database(DATA_DIR / "ctxview.sqlite3")
 }
+# Behind PgBouncer in transaction pooling, each transaction of a connection may run on another server
+# connection: a server-side cursor (QuerySet.iterator() outside a transaction, fetched a chunk a
+# transaction) is then gone at its next fetch ("cursor ... does not exist"). Django fetches such results
+# client-side instead. (Prepared statements are off already: Django's psycopg default.)
+CTXVIEW_PGBOUNCER = env_bool("CTXVIEW_PGBOUNCER", False)
+if CTXVIEW_PGBOUNCER and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

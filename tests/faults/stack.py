@@ -1,6 +1,7 @@
-"""A private ctxview stack for fault tests: its own PostgreSQL cluster and Redis server (so restarting or
-killing them disturbs nobody else), gunicorn and Celery worker processes, an OTLP load sent with the real
-OTLPSpanExporter, and the count of what became of every acknowledged span.
+"""A private ctxview stack for fault tests: its own PostgreSQL cluster (and pgbouncer, where a test puts one
+in front of it) and Redis server (so restarting or killing them disturbs nobody else), gunicorn and Celery
+worker processes, an OTLP load sent with the real OTLPSpanExporter, and the count of what became of every
+acknowledged span.
 """
 
 import glob
@@ -111,6 +112,81 @@ class PrivatePostgres:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+# --- PgBouncer -----------------------------------------------------------------------------------
+
+
+def pgbouncer_bin() -> str | None:
+    """Debian's pgbouncer (in /usr/sbin, often not on a user's PATH), or one on PATH."""
+    return shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin:/usr/local/sbin")
+
+
+class PgBouncer:
+    """A pgbouncer of the test's own on a free port, in front of every database of ``postgres``
+    (``* =``), pooling ``pool_mode`` with at most ``pool_size`` server connections a database.
+
+    Like initdb, pgbouncer refuses to run as root: as root it runs as ``postgres``."""
+
+    def __init__(self, binary: str, postgres: PrivatePostgres, pool_mode: str, pool_size: int) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="ctxfault-pgbouncer-"))
+        self.port = services.free_port()
+        # What ctxview is told when it connects through this pgbouncer (its settings for transaction pooling).
+        self.env = {"CTXVIEW_PGBOUNCER": "1"} if pool_mode == "transaction" else {}
+        (self.folder / "userlist.txt").write_text('"postgres" ""\n')
+        ini = self.folder / "pgbouncer.ini"
+        ini.write_text(
+            f"""[databases]
+* = host=127.0.0.1 port={postgres.port}
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = {self.port}
+unix_socket_dir =
+auth_type = trust
+auth_file = {self.folder / "userlist.txt"}
+admin_users = postgres
+pool_mode = {pool_mode}
+default_pool_size = {pool_size}
+max_db_connections = {pool_size}
+min_pool_size = 0
+reserve_pool_size = 0
+max_client_conn = 500
+pidfile = {self.folder / "pgbouncer.pid"}
+"""
+        )
+        args = [binary, str(ini)]
+        if os.geteuid() == 0:
+            account = pwd.getpwnam("postgres")
+            for path in (self.folder, *self.folder.iterdir()):
+                os.chown(path, account.pw_uid, account.pw_gid)
+            args[1:1] = ["-u", "postgres"]
+        self.process = services.Process("faults-pgbouncer", args, dict(os.environ))
+        services.wait_for(self._answers, 20, "pgbouncer to answer on its admin console")
+
+    def _answers(self) -> bool:
+        assert self.process.alive(), f"pgbouncer exited:\n{self.process.log()}"
+        try:
+            self.show("VERSION")
+        except psycopg.OperationalError:
+            return False
+        return True
+
+    def url(self, database: str) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{database}"
+
+    def show(self, what: str) -> list[dict]:
+        """``SHOW what`` on the admin console (simple query protocol only: a client-side cursor)."""
+        with psycopg.connect(
+            self.url("pgbouncer"), autocommit=True, cursor_factory=psycopg.ClientCursor, connect_timeout=5
+        ) as connection:
+            cursor = connection.execute(f"SHOW {what}")
+            names = [column.name for column in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def stop(self) -> None:
+        self.process.stop()  # its log (stderr) stays in test-artifacts/faults-pgbouncer.log
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 # --- Redis ---------------------------------------------------------------------------------------
@@ -238,9 +314,13 @@ def start_web(env: dict[str, str], name: str) -> tuple[services.Process, str]:
 # --- The load ------------------------------------------------------------------------------------
 
 
-def make_batches(batches: int, spans_per_batch: int, conversations: int, seed: int) -> list[list]:
+def make_batches(
+    batches: int, spans_per_batch: int, conversations: int, seed: int, cache: bool = False
+) -> list[list]:
     """Finished SDK chat spans, ``spans_per_batch`` a batch, each call of a conversation resending its
-    history (the last 6 messages)."""
+    history (the last 6 messages). ``cache``: with a long system prompt, which changes at each
+    conversation's 10th call, and prompt-cache reads reported (none at the first call and at the change):
+    cache breaks for the analysis to find."""
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": f"fault-agent-{seed}"}))
     provider.add_span_processor(SimpleSpanProcessor(memory))
@@ -260,6 +340,16 @@ def make_batches(batches: int, spans_per_batch: int, conversations: int, seed: i
             span.set_attribute("gen_ai.input.messages", json.dumps(history[-6:]))
             span.set_attribute("gen_ai.usage.input_tokens", 500 + index)
             span.set_attribute("gen_ai.usage.output_tokens", 20)
+            if cache:
+                call = index // conversations  # of this conversation, from 0
+                brief = " Be brief." if call >= 9 else ""
+                span.set_attribute(
+                    "gen_ai.system_instructions", f"You are agent {seed}-{number}.{brief}" + " Rules." * 300
+                )
+                span.set_attribute("gen_ai.usage.input_tokens", 2000 + 40 * call)
+                span.set_attribute(
+                    "gen_ai.usage.cache_read.input_tokens", 0 if call in (0, 9) else 1500 + 40 * call
+                )
         history.append({"role": "assistant", "parts": [{"type": "text", "content": f"done {index}"}]})
     provider.shutdown()
     spans = list(memory.get_finished_spans())
@@ -379,21 +469,24 @@ def start_stack(
     name: str,
     workers: list[tuple[str, str]],
     worker_env: dict | None = None,
+    through: PgBouncer | None = None,
 ) -> Stack:
-    """A new database from ``template``, a new Redis, gunicorn and the ``(name, pool)`` workers."""
+    """A new database from ``template``, a new Redis, gunicorn and the ``(name, pool)`` workers; they
+    connect to the database ``through`` a pgbouncer when there is one (the test's queries do not)."""
     database = f"ctxfault_{name}"
     postgres.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
     postgres.execute(f"CREATE DATABASE {database} TEMPLATE {template}")
     redis = PrivateRedis(name)
     redis.start()
     env = os.environ | {
-        "DATABASE_URL": postgres.url(database),
+        "DATABASE_URL": (through or postgres).url(database),
         "CELERY_BROKER_URL": redis.url,
         "CTXVIEW_INGEST_MAX_PENDING_BATCHES": "0",
         "CTXVIEW_LOG_LEVEL": "INFO",
         "PYTHONUNBUFFERED": "1",
     }
     env.pop("CTXVIEW_REQUIRE_SERVICES", None)
+    env |= through.env if through is not None else {}
     key = manage(env, "createproject", f"fault-{name}").strip().splitlines()[-1]
     started = [Worker(env | (worker_env or {}), f"{name}-{worker}", pool) for worker, pool in workers]
     web, url = start_web(env, name)

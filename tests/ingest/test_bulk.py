@@ -1,11 +1,13 @@
 """Writing many rows at once (ingest.bulk): what the ORM would have written, in fewer statements."""
 
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from ingest import bulk
 from ingest.bulk import update_rows
 from ingest.models import Call, ItemList, Run
+from tests import services
 
 
 def stored_call(project, run, span_id: str) -> Call:
@@ -43,3 +45,20 @@ def test_update_rows_writes_every_kind_of_field_in_one_statement(project):
     for call, fields in zip(calls, values, strict=True):
         stored = Call.objects.get(id=call.id)
         assert {name: getattr(stored, name) for name in fields} == fields
+
+
+def test_insert_rows_does_not_reuse_a_staging_table_of_other_columns(project):
+    # Behind PgBouncer a server connection, and the temporary tables on it, outlives a release: a staging
+    # table made before a migration added a column is found by the next release's transactions.
+    if connection.vendor != "postgresql":
+        services.require("DATABASE_URL naming PostgreSQL (the COPY staging tables are its own)")
+    before = [field for field in Run._meta.concrete_fields if not field.primary_key][:-1]  # one column less
+    columns = ", ".join(field.column for field in before)
+    with transaction.atomic(), connection.cursor() as cursor:
+        # The name this module gave it before it named the columns, and the name it gives those columns.
+        for name in ("ingest_run_staging", bulk._staging_name("ingest_run", before)):
+            cursor.execute(f"CREATE TEMPORARY TABLE {name} AS SELECT 0 AS ordinal, {columns} FROM ingest_run")
+        inserted = bulk.insert_rows(
+            Run, [{"project_id": project.id, "key": "k", "updated_at": timezone.now()}], returning="id"
+        )
+    assert Run.objects.get(id=inserted[0]).key == "k"
