@@ -78,7 +78,8 @@ def manifests(run: Run, up_to_seq: int | None = None) -> Iterable[tuple[int, int
     calls = run.calls.filter(seq__isnull=False)
     if up_to_seq is not None:
         calls = calls.filter(seq__lte=up_to_seq)
-    calls = calls.order_by("seq").only("seq", "turn", "item_list", "excluded", "manifest_source")
+    # "run" too: a related manager sets each call's run from its run id, a query per call if deferred.
+    calls = calls.order_by("seq").only("run", "seq", "turn", "item_list", "excluded", "manifest_source")
     return (
         (call.seq, call.turn, call.items, call.excluded, call.manifest_source)
         for call in calls.iterator(chunk_size=200)
@@ -460,7 +461,7 @@ def agent_rows(run: Run) -> dict:
     wanted = {seq: invocation for invocation, seq in first.items()}
     items = {
         wanted[call.seq]: call.full_items()
-        for call in run.calls.filter(seq__in=list(wanted)).only("seq", "item_list")
+        for call in run.calls.filter(seq__in=list(wanted)).only("run", "seq", "item_list")
     }
     return {
         "rows": rows,

@@ -148,7 +148,9 @@ def run_calls(run: Run, up_to_seq: int | None = None) -> list[CallInput]:
     if up_to_seq is not None:
         calls = calls.filter(seq__lte=up_to_seq)
     read_item = ItemReader()
-    return [call_input(call, None, read_item) for call in calls.order_by("seq").only(*CALL_INPUT_FIELDS)]
+    # "run" too: the related manager sets each call's run from its run id, a query per call if deferred.
+    calls = calls.order_by("seq").only("run", *CALL_INPUT_FIELDS)
+    return [call_input(call, None, read_item) for call in calls]
 
 
 @dataclass(frozen=True)

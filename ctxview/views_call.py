@@ -51,7 +51,7 @@ def _invalidation(call: Call, items: list[dict], cache: dict) -> dict | None:
         "story": None,
     }
     reference = (
-        call.run.calls.filter(seq=cache["reference_seq"]).only("id", "seq", "item_list").first()
+        call.run.calls.filter(seq=cache["reference_seq"]).only("id", "run", "seq", "item_list").first()
         if cache.get("reference_seq")
         else None
     )

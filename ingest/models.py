@@ -6,6 +6,7 @@ A foreign key with ``db_index=False`` leads a unique constraint or an index of i
 serves every lookup by it: a second index would only cost each insert of the hot tables.
 """
 
+import itertools
 from collections.abc import Iterable
 
 from django.conf import settings
@@ -413,13 +414,13 @@ class _CallIterable(models.query.ModelIterable):
     GROUP = 200
 
     def __iter__(self):
-        group: list = []
-        for call in super().__iter__():
-            if len(group) == self.GROUP:
-                group = []
-            group.append(call)
-            call._items_group = group
-            yield call
+        # A chunk is fetched whole before its first call is handed out: a loop that reads each call's
+        # items as it reaches it would otherwise load a group holding that call alone, a query per call.
+        calls = super().__iter__()
+        while group := list(itertools.islice(calls, self.GROUP)):
+            for call in group:
+                call._items_group = group
+            yield from group
 
 
 class Call(models.Model):

@@ -1,9 +1,12 @@
 import zlib
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
-from ingest.models import RawBatch, Run
+from ctxview.replay import run_calls
+from ingest.models import Call, RawBatch, Run
 from ingest.store import process_batch
 from tests import factories
 
@@ -282,3 +285,46 @@ def test_a_write_to_an_unknown_api_path_is_the_same_json_404_not_a_csrf_page(ali
     for method in ("post", "delete", "put"):
         response = getattr(client, method)("/api/v1/runs/null/probes")
         assert (response.status_code, response["Content-Type"]) == (404, "application/json"), method
+
+
+def _conversation(project, calls: int, key: str) -> None:
+    """A run of ``calls`` calls, each resending the history with one more user message."""
+    request = ExportTraceServiceRequest()
+    for call in range(1, calls + 1):
+        chat_span(
+            request,
+            trace_id=bytes([calls]) * 16,
+            number=call,
+            start=1_700_000_000_000_000_000 + call * 10**9,
+            messages=[user_message(f"message {number}") for number in range(call)],
+            attributes={"gen_ai.conversation.id": key},
+        )
+    ingest(project, request)
+
+
+def test_an_items_lifecycle_reads_the_runs_item_lists_in_queries_that_do_not_grow_with_its_calls(
+    client, key, project
+):
+    # Each call's items were read as the loop reached it, and the chunk's item lists loaded with the
+    # first only held that call: a query per call.
+    counts = {}
+    for calls in (5, 40):
+        _conversation(project, calls, f"conversation-{calls}")
+        run = Run.objects.get(key=f"conversation-{calls}")
+        item = Call.objects.get(run=run, seq=1).items[0]["id"]
+        with CaptureQueriesContext(connection) as queries:
+            body = get(client, key, f"/api/v1/runs/{run.id}/items/{item}")
+        assert body["first_seq"] == 1
+        counts[calls] = len(queries)
+    assert counts[40] == counts[5], counts
+
+
+def test_a_replays_calls_are_read_in_queries_that_do_not_grow_with_the_run(project):
+    counts = {}
+    for calls in (5, 40):
+        _conversation(project, calls, f"replayed-{calls}")
+        run = Run.objects.get(key=f"replayed-{calls}")
+        with CaptureQueriesContext(connection) as queries:
+            assert len(run_calls(run)) == calls
+        counts[calls] = len(queries)
+    assert counts[40] == counts[5], counts
