@@ -26,7 +26,16 @@ from pathlib import Path
 
 import requests
 from payloads import BATCH_SIZE, build_batches, build_conversations, conversation_spans, span_counts
-from servers import SERVER_GROUPS, Ctxview, MemorySampler, Peaks, Phoenix, throwaway_ctxview
+from servers import (
+    POSTGRES_SHARED,
+    SERVER_GROUPS,
+    Ctxview,
+    Group,
+    MemorySampler,
+    Peaks,
+    Phoenix,
+    throwaway_ctxview,
+)
 
 # --- Posting -------------------------------------------------------------------------------------
 
@@ -168,8 +177,10 @@ class LoadResult:
     memory: dict[str, Peaks] = field(default_factory=dict)
     load_before: float = 0.0
     load_after: float = 0.0
+    load_peak: float = 0.0  # the highest 1-minute load average seen while polling
     notes: list[str] = field(default_factory=list)
-    pss_kib: int = 0  # peak PSS of the server's processes together (web and workers)
+    pss_kib: int = 0  # peak PSS of the server's processes together (the receiver taking the load, workers)
+    protocol: str = "http"  # the receiver that took the load: "http" (gunicorn) or "grpc"
     workers: int = 0  # Celery worker processes (0: tasks in the web process, or not ctxview)
     # Samples of the server's database sessions while the load drains: (waiting on a lock, active).
     sessions: list[tuple[int, int]] = field(default_factory=list)
@@ -180,6 +191,10 @@ class LoadResult:
     drain_cpu_s: float | None = None
     drain_machine_busy: float | None = None
     drain_client_cpu_s: float | None = None  # this process's CPU meanwhile (its poller and sampler)
+    # PostgreSQL: how much the instance's database grew over the load (pg_database_size: tables, indexes,
+    # TOAST, dead rows not yet vacuumed), and the WAL the whole server wrote meanwhile (every database's).
+    db_bytes: int | None = None
+    wal_bytes: int | None = None
 
     @property
     def done_s(self) -> float | None:
@@ -197,7 +212,7 @@ def timed_load(
     clients: int,
     use_gzip: bool,
     timeout: float,
-    memory_groups: dict[str, set[int]] | None = None,
+    memory_groups: dict[str, Group] | None = None,
     poll_interval: float = 0.2,
     protocol: str = "http",
     sessions: Callable[[], tuple[int, int]] | None = None,
@@ -210,6 +225,7 @@ def timed_load(
     posting ends, then the spans accepted.
     """
     result = LoadResult(label, sum(spans), len(bodies), sum(map(len, bodies)), PostResult())
+    result.protocol = protocol
     result.load_before = os.getloadavg()[0]
     reached: dict[str, float] = {}
     expected = [sum(spans)]
@@ -221,6 +237,7 @@ def timed_load(
     def poll() -> None:
         while not stop.is_set():
             now = time.perf_counter() - started
+            result.load_peak = max(result.load_peak, os.getloadavg()[0])
             try:
                 state = milestones(expected[0]) if milestones else {}
             except Exception as exc:  # the server is busy or restarting; try again
@@ -242,7 +259,9 @@ def timed_load(
             stop.wait(poll_interval)
 
     cores_before = core_times()
-    with MemorySampler(memory_groups or {}) as sampler:
+    # Peak PSS of the receiver taking the load and the workers (gunicorn idles through a gRPC load).
+    pss_groups = ("grpc" if protocol == "grpc" else "web", "worker")
+    with MemorySampler(memory_groups or {}, pss_groups=pss_groups) as sampler:
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
         post = post_all_grpc if protocol == "grpc" else post_all
@@ -270,6 +289,12 @@ def timed_load(
         result.drain_s = result.done_s - posted_at
     result.load_after = os.getloadavg()[0]
     result.notes += [f"progress query failed {count}x: {error}" for error, count in failed.items()]
+    for name, peaks in result.memory.items():
+        if peaks.exited:  # e.g. a backend closed after CONN_MAX_AGE, a parallel worker
+            result.notes.append(
+                f"{len(peaks.exited)} {name} processes ended during the load: their CPU after their last "
+                f"sample (at most {sampler.interval} s before) is not counted"
+            )
     if result.posted.failures:
         result.notes.append(f"non-200 answers: {dict(result.posted.failures)}")
     return result
@@ -338,6 +363,9 @@ def load_ctxview(
     ) as instance:
         grpc = protocol == "grpc"
         label = f"{instance.label}, OTLP/gRPC" if grpc else instance.label
+        if mode == "postgres":
+            size, lsn = instance.execute(SIZE_SQL)[0]
+            tables = dict(instance.execute(TABLES_SQL))
         result = timed_load(
             f"{shape}: {label}" if shape else label,
             instance.grpc_target if grpc else instance.traces_url,
@@ -348,11 +376,15 @@ def load_ctxview(
             args.clients,
             not args.no_gzip,
             args.timeout,
-            instance.memory_groups(protocol),
+            instance.memory_groups(),
             protocol=protocol,
             sessions=instance.sessions if mode == "postgres" else None,
         )
         result.workers = workers if mode == "postgres" else 0
+        if mode == "postgres":
+            grown, wal = instance.execute(GROWTH_SQL.format(lsn=lsn))[0]
+            result.db_bytes, result.wal_bytes = int(grown) - int(size), int(wal)
+            result.notes.append(table_growth(tables, dict(instance.execute(TABLES_SQL)), result))
         progress = instance.progress()
         if progress.failed_batches:
             result.notes.append(f"{progress.failed_batches} batches failed")
@@ -361,6 +393,26 @@ def load_ctxview(
         if after is not None:
             after(instance, result)
         return result
+
+
+SIZE_SQL = "SELECT pg_database_size(current_database()), pg_current_wal_lsn()::text"
+GROWTH_SQL = "SELECT pg_database_size(current_database()), pg_wal_lsn_diff(pg_current_wal_lsn(), '{lsn}')"
+
+
+# Each table's size with its indexes and TOAST.
+TABLES_SQL = """
+SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')
+"""
+
+
+def table_growth(before: dict[str, int], after: dict[str, int], result: LoadResult, shown: int = 8) -> str:
+    """How much each table grew over the load, per accepted span: the largest, then the rest together."""
+    spans = result.posted.accepted_spans or 1
+    grown = sorted(((after[name] - before.get(name, 0), name) for name in after), reverse=True)
+    parts = [f"{name.removeprefix('ingest_')} {size / spans:,.0f}" for size, name in grown[:shown]]
+    parts.append(f"other tables {sum(size for size, _ in grown[shown:]) / spans:,.0f}")
+    return "tables grew per span (bytes, indexes and TOAST included): " + ", ".join(parts)
 
 
 def load_endpoint(url: str, key: str | None, bodies: list[bytes], spans: list[int], args) -> LoadResult:
@@ -392,6 +444,12 @@ LOAD_HEADER = (
     "worker RSS MiB",
     "PSS MiB web+worker",
     "CPU ms/span web+worker+pg",
+    "CPU ms/span web",
+    "CPU ms/span gRPC",
+    "CPU ms/span workers",
+    "CPU ms/span PostgreSQL",
+    "CPU ms/span total",
+    "CPU ms/span PostgreSQL shared (all DBs, not in total)",
     "CPU busy web+worker+pg (machine)",
     "CPU busy while draining web+worker+pg (machine; bench)",
     "DB sessions per worker: lock-wait/active",
@@ -399,15 +457,34 @@ LOAD_HEADER = (
 )
 
 
-def cpu_per_span(result: LoadResult) -> str:
-    """CPU time the server's processes used per accepted span: web, worker and PostgreSQL backends."""
+def cpu_ms(result: LoadResult, *names: str) -> float | None:
+    """CPU milliseconds per accepted span of the named process groups together, from the first POST
+    until the load was done (None: no span accepted, or none of the groups sampled)."""
     spans = result.posted.accepted_spans
-    if not spans:
+    found = [result.memory[name].cpu_seconds for name in names if name in result.memory]
+    return sum(found) * 1000 / spans if spans and found else None
+
+
+def milliseconds(value: float | None) -> str:
+    return f"{value:.3f}" if value is not None else "-"
+
+
+def cpu_per_span(result: LoadResult) -> str:
+    """CPU time the server's processes used per accepted span: the receivers (gunicorn and the gRPC
+    receiver), the workers and the PostgreSQL backends of the instance's database."""
+    parts = [cpu_ms(result, *names) for names in (("web", "grpc"), ("worker",), ("postgres",))]
+    if cpu_ms(result, *SERVER_GROUPS) is None:
         return "-"
-    parts = [result.memory[name].cpu_seconds * 1000 / spans if name in result.memory else None
-             for name in SERVER_GROUPS]  # fmt: skip
     shown = "+".join(f"{part:.2f}" if part is not None else "-" for part in parts)
     return f"{sum(part or 0 for part in parts):.2f} ({shown})"
+
+
+# Each server process group's CPU per span on its own: its column in the load table, then the total.
+CPU_COLUMNS = (("web",), ("grpc",), ("worker",), ("postgres",), SERVER_GROUPS, (POSTGRES_SHARED,))
+
+
+def cpu_columns(result: LoadResult) -> tuple[str, ...]:
+    return tuple(milliseconds(cpu_ms(result, *names)) for names in CPU_COLUMNS)
 
 
 def cpu_busy(result: LoadResult) -> str:
@@ -456,6 +533,7 @@ def load_row(result: LoadResult) -> tuple[str, ...]:
     done = result.done_s
     end_to_end = f"{posted.accepted_spans / done:.0f}" if done else "-"
     memory = result.memory
+    receiver = memory.get("grpc" if result.protocol == "grpc" else "web")
     return (
         result.label,
         f"{result.spans}",
@@ -465,15 +543,57 @@ def load_row(result: LoadResult) -> tuple[str, ...]:
         seconds(result.normalised_s),
         seconds(result.analysed_s),
         end_to_end,
-        memory["web"].mib() if "web" in memory else "-",
+        receiver.mib() if receiver else "-",
         memory["worker"].mib() if "worker" in memory else "-",
         f"{result.pss_kib / 1024:.0f}" if result.pss_kib else "-",
         cpu_per_span(result),
+        *cpu_columns(result),
         cpu_busy(result),
         drain_busy(result),
         session_waits(result),
         f"{result.load_before:.1f}->{result.load_after:.1f}",
     )
+
+
+CPU_HEADER = (
+    "target",
+    "spans",
+    "end-to-end spans/s",
+    "CPU ms/span: web",
+    "gRPC receiver",
+    "workers",
+    "PostgreSQL",
+    "total",
+    "PostgreSQL shared (all DBs)",
+    "DB bytes/span",
+    "WAL bytes/span (whole server)",
+    "load avg before->after (max)",
+)
+
+
+def cpu_row(result: LoadResult) -> tuple[str, ...]:
+    """Where the server's CPU went, per span, over the whole load (first POST until all analysed)."""
+    done = result.done_s
+    end_to_end = f"{result.posted.accepted_spans / done:.0f}" if done else "-"
+    load = f"{result.load_before:.1f}->{result.load_after:.1f} ({result.load_peak:.1f})"
+    spans = result.posted.accepted_spans
+    grown = [
+        f"{size / spans:,.0f}" if size is not None and spans else "-"
+        for size in (result.db_bytes, result.wal_bytes)
+    ]
+    return (result.label, f"{result.spans}", end_to_end, *cpu_columns(result), *grown, load)
+
+
+CPU_NOTE = (
+    "CPU ms per accepted span from the first POST until every run was analysed (/proc utime + stime, sampled"
+    " every 0.25 s): web = gunicorn (master and workers), gRPC receiver = manage.py serve_otlp_grpc,"
+    " workers = the Celery node and its pool, PostgreSQL = the backends of the instance's database and"
+    " their parallel workers (the benchmark's own polling session aside); total = those four."
+    " PostgreSQL shared = the postmaster, checkpointer, WAL and background writers: they serve every"
+    " database on the server, so the machine's other users are in it, and it is not in the total."
+    " DB bytes/span: growth of the instance's database over the load (pg_database_size) per span; WAL"
+    " bytes/span: WAL the whole server wrote meanwhile (other databases' too) per span."
+)
 
 
 def format_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
@@ -572,6 +692,9 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.exit("interrupted; everything started was stopped")
     print(format_table(LOAD_HEADER, [load_row(result) for result in results]))
+    print()
+    print(format_table(CPU_HEADER, [cpu_row(result) for result in results]))
+    print(CPU_NOTE)
     for result in results:
         for note in result.notes:
             print(f"  {result.label}: {note}")

@@ -97,31 +97,138 @@ def pss_kib(pid: int | str) -> int:
     return 0
 
 
-def processes(groups: dict[str, set[int] | str]) -> dict[str, dict[int, ProcessInfo]]:
-    """Live processes of each group: a set of process group ids, or (a string) the PostgreSQL
-    backends whose title names it (a database name)."""
-    found: dict[str, dict[int, ProcessInfo]] = {name: {} for name in groups}
+@dataclass(frozen=True)
+class Backends:
+    """The PostgreSQL processes working for one database of the server whose postmaster is
+    ``postmaster``: its client backends and autovacuum workers (their titles name the database), and
+    the parallel workers those start ("parallel worker for PID n"); not the sessions in ``exclude`` (the
+    benchmark's own), nor their parallel workers. ``postmaster`` 0: of any server on the machine."""
+
+    database: str
+    postmaster: int = 0
+    exclude: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class PostgresShared:
+    """The processes of the server whose postmaster is ``postmaster`` that serve all its databases:
+    the postmaster itself and its children titled in ``POSTGRES_SHARED_TITLES``."""
+
+    postmaster: int
+
+
+POSTGRES_SHARED_TITLES = (
+    "checkpointer",
+    "background writer",
+    "walwriter",
+    "autovacuum launcher",
+    "logical replication launcher",
+    "archiver",
+    "stats collector",
+    "walsender",
+)
+POSTGRES_SHARED = "postgres-shared"  # the name of that group in ``Ctxview.memory_groups``
+
+Group = set[int] | str | Backends | PostgresShared
+
+
+def postgres_role(title: str) -> tuple[str, str]:
+    """What a PostgreSQL process is, from its title ("postgres: [CLUSTER: ]USER DATABASE HOST STATE", or
+    the command line it was started with): ("backend", database), ("autovacuum", database),
+    ("parallel", leader pid), ("shared", ""), ("untitled", "") or ("other", "")."""
+    if not title.startswith("postgres: "):
+        # The postmaster, or a process it has just forked and not yet titled.
+        return ("untitled", "") if "\0" in title.rstrip("\0") else ("other", "")
+    rest = title.replace("\0", " ").strip().rpartition(": ")[2]
+    words = rest.split()
+    if rest.startswith(POSTGRES_SHARED_TITLES):
+        return "shared", ""
+    if rest.startswith("parallel worker for PID ") and len(words) > 4:
+        return "parallel", words[4]
+    if rest.startswith("autovacuum worker") and len(words) > 2:
+        return "autovacuum", words[2]
+    if len(words) >= 3:
+        return "backend", words[1]
+    return "other", ""
+
+
+def parent_pid(pid: int) -> int:
+    """The parent of a live process (0 if it is gone, or not on this machine)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+@dataclass
+class Live:
+    pid: int
+    fields: list[str]  # /proc/PID/stat after the command name: state, ppid, pgrp, ...
+    role: tuple[str, str] = ("", "")  # postgres_role() of a process named postgres
+
+    @property
+    def ppid(self) -> int:
+        return int(self.fields[1])
+
+    def info(self, pss: bool) -> ProcessInfo:
+        # utime and stime are fields 14 and 15 of the whole line (11 and 12 here), rss 24 (21 here).
+        cpu = (int(self.fields[11]) + int(self.fields[12])) / CLOCK_TICKS
+        return ProcessInfo(int(self.fields[21]) * PAGE_KIB, cpu, pss_kib(self.pid) if pss else 0)
+
+
+def members(member: Group, live: list[Live]) -> list[Live]:
+    """The live processes of one group (see ``processes``)."""
+    if isinstance(member, set):
+        return [process for process in live if int(process.fields[2]) in member]
+    if isinstance(member, PostgresShared):
+        return [
+            process
+            for process in live
+            if process.pid == member.postmaster
+            or (process.ppid == member.postmaster and process.role[0] == "shared")
+        ]
+    if isinstance(member, str):  # a database name, as titles show it
+        member = Backends(member.strip())
+    server = [
+        process
+        for process in live
+        if process.role[0] and (not member.postmaster or process.ppid == member.postmaster)
+    ]
+    leaders = {
+        str(process.pid)
+        for process in server
+        if process.role in (("backend", member.database), ("autovacuum", member.database))
+        and process.pid not in member.exclude
+    }
+    return [
+        process
+        for process in server
+        if str(process.pid) in leaders or (process.role[0] == "parallel" and process.role[1] in leaders)
+    ]
+
+
+def processes(groups: dict[str, Group]) -> dict[str, dict[int, ProcessInfo]]:
+    """Live processes of each group: a set of process group ids; a ``Backends`` (or a database name):
+    the PostgreSQL processes working for that database; or a ``PostgresShared``."""
+    live: list[Live] = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
             with open(f"/proc/{entry.name}/stat") as stat:
                 command, _, rest = stat.read().partition(" (")[2].rpartition(")")
-                fields = rest.split()
-            title = ""
+            process = Live(int(entry.name), rest.split())
             if command == "postgres":
                 with open(f"/proc/{entry.name}/cmdline") as cmdline:
-                    title = cmdline.read()
+                    process.role = postgres_role(cmdline.read())
         except OSError:  # gone meanwhile
             continue
-        # After the command name: state, ppid, pgrp, ...; utime and stime are fields 14 and 15 of the
-        # whole line (11 and 12 here), rss field 24 (21 here).
-        for name, member in groups.items():
-            if (int(fields[2]) in member) if isinstance(member, set) else (member in title):
-                cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-                pss = pss_kib(entry.name) if isinstance(member, set) else 0  # not the shared backends
-                found[name][int(entry.name)] = ProcessInfo(int(fields[21]) * PAGE_KIB, cpu, pss)
-    return found
+        live.append(process)
+    return {
+        name: {process.pid: process.info(pss=isinstance(member, set)) for process in members(member, live)}
+        for name, member in groups.items()
+    }  # PSS of the server's own processes, not of PostgreSQL's (shared with every database)
 
 
 def group_rss_kib(pgids: set[int]) -> dict[int, int]:
@@ -136,6 +243,8 @@ class Peaks:
     process_kib: int = 0
     total_kib: int = 0
     cpu_by_pid: dict[int, float] = field(default_factory=dict)
+    # Processes seen, then gone before the end: their CPU after their last sample is not counted.
+    exited: set[int] = field(default_factory=set)
 
     @property
     def cpu_seconds(self) -> float:
@@ -145,18 +254,21 @@ class Peaks:
         return f"{self.process_kib / 1024:.0f}/{self.total_kib / 1024:.0f}" if self.total_kib else "-"
 
 
-# The process groups whose CPU is the server's: web, workers and their PostgreSQL backends.
-SERVER_GROUPS = ("web", "worker", "postgres")
+# The process groups whose CPU is the server's: web (gunicorn), the OTLP/gRPC receiver, workers and
+# the PostgreSQL processes working for their database. Not "postgres-shared": those serve every
+# database of the cluster (the machine's other users too), so they are shown apart, never summed in.
+SERVER_GROUPS = ("web", "grpc", "worker", "postgres")
 
 
 @dataclass
 class MemorySampler:
     """Samples the processes of named groups in a thread: peak RSS, and CPU time since the start."""
 
-    groups: dict[str, set[int] | str] = field(default_factory=dict)
+    groups: dict[str, Group] = field(default_factory=dict)
     interval: float = 0.25
     peaks: dict[str, Peaks] = field(default_factory=dict)
-    pss_peak_kib: int = 0  # the largest PSS of all the sampled server processes together (not postgres)
+    pss_peak_kib: int = 0  # the largest PSS of the sampled server processes together (not PostgreSQL)
+    pss_groups: tuple[str, ...] | None = None  # the groups whose PSS that sums (None: every process group)
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -166,14 +278,16 @@ class MemorySampler:
 
     def sample(self) -> None:
         now = processes(self.groups)
+        pss = [found for name, found in now.items() if self.pss_groups is None or name in self.pss_groups]
         self.pss_peak_kib = max(
-            self.pss_peak_kib, sum(info.pss_kib for found in now.values() for info in found.values())
+            self.pss_peak_kib, sum(info.pss_kib for found in pss for info in found.values())
         )
         for name, found in now.items():
             peak = self.peaks.setdefault(name, Peaks())
-            if name not in ("postgres",):  # backends are shared processes: their RSS says little
+            if isinstance(self.groups[name], set):  # PostgreSQL's processes are shared: their RSS says little
                 peak.process_kib = max(peak.process_kib, max((p.rss_kib for p in found.values()), default=0))
                 peak.total_kib = max(peak.total_kib, sum(p.rss_kib for p in found.values()))
+            peak.exited |= peak.cpu_by_pid.keys() - found.keys()
             for pid, info in found.items():
                 start = self._cpu_at_start.setdefault(pid, info.cpu_seconds if self._first else 0.0)
                 peak.cpu_by_pid[pid] = info.cpu_seconds - start
@@ -185,7 +299,7 @@ class MemorySampler:
                 self.sample()
 
     def server_cpu_seconds(self) -> float:
-        """CPU time of the web, worker and PostgreSQL groups since the start, sampled now."""
+        """CPU time of the server's groups (``SERVER_GROUPS``) since the start, sampled now."""
         with self._lock:
             self.sample()
             return sum(self.peaks[name].cpu_seconds for name in SERVER_GROUPS if name in self.peaks)
@@ -264,14 +378,22 @@ class Ctxview:
     database: str = ""
     grpc_target: str = ""  # host:port of its OTLP/gRPC receiver, when started
     grpc_pgid: int = 0
+    bench_backend_pid: int = 0  # the PostgreSQL session of ``execute`` (the benchmark's polls)
 
-    def memory_groups(self, receiver: str = "http") -> dict[str, set[int] | str]:
-        """The process groups to sample; "web" is the receiver taking the load (gunicorn or gRPC)."""
-        groups: dict[str, set[int] | str] = {"web": {self.grpc_pgid if receiver == "grpc" else self.web_pgid}}
+    def memory_groups(self) -> dict[str, Group]:
+        """The process groups to sample: "web" (gunicorn, its master and workers), "grpc" (the OTLP/gRPC
+        receiver, when started), "worker" (the Celery node and its pool), "postgres" (the backends of
+        the instance's database, the benchmark's own session aside) and "postgres-shared"."""
+        groups: dict[str, Group] = {"web": {self.web_pgid}}
+        if self.grpc_pgid:
+            groups["grpc"] = {self.grpc_pgid}
         if self.worker_pgids:
             groups["worker"] = set(self.worker_pgids)
-        if self.database:
-            groups["postgres"] = f" {self.database} "  # its backends' titles: "postgres: USER DB HOST ..."
+        # The server whose postmaster started the benchmark's own session (none when it runs elsewhere).
+        postmaster = parent_pid(self.bench_backend_pid) if self.database else 0
+        if postmaster:
+            groups["postgres"] = Backends(self.database, postmaster, frozenset({self.bench_backend_pid}))
+            groups[POSTGRES_SHARED] = PostgresShared(postmaster)
         return groups
 
     def manage(self, *args: str) -> str:
@@ -444,11 +566,15 @@ def throwaway_ctxview(
 
         if mode == "postgres":
             connection = stack.enter_context(psycopg.connect(env["DATABASE_URL"], autocommit=True))
+            # No parallel workers for the benchmark's polls: they would be PostgreSQL CPU of no group.
+            connection.execute("SET max_parallel_workers_per_gather = 0")
+            bench_backend_pid = connection.info.backend_pid
 
             def execute(sql: str) -> list[tuple]:
                 return connection.execute(sql).fetchall()
         else:
             execute = _sqlite_executor(folder / "data" / "ctxview.sqlite3")
+            bench_backend_pid = 0
         database = env["DATABASE_URL"].rsplit("/", 1)[1] if mode == "postgres" else ""
         yield Ctxview(
             label,
@@ -462,6 +588,7 @@ def throwaway_ctxview(
             database,
             grpc_target,
             grpc_pgid,
+            bench_backend_pid,
         )
 
 

@@ -22,7 +22,12 @@
 The machine is shared: every load row carries the 1-minute load average before and after it. Each row
 says where the time went: the share of the cores the web and worker processes kept busy until the load
 was done, and how many of the instance's database sessions (per worker) were waiting on a lock or
-running a statement, sampled while it drained; and the peak PSS of web and workers together.
+running a statement, sampled while it drained; and the peak PSS of web and workers together. A second
+table gives each row's CPU milliseconds per span by process: web (gunicorn), the gRPC receiver, the
+Celery workers, the PostgreSQL backends of its database, their total, and PostgreSQL's shared processes
+apart (checkpointer, WAL writer: every database's). `--shapes fresh` (or chats, conversations) runs
+only those shapes; `--no-embedded --workers 2 --grpc-workers 2 --conversation-workers 2 --skip
+overview,analysis,storage` only the 2-worker PostgreSQL loads.
 """
 
 import argparse
@@ -41,11 +46,15 @@ from pathlib import Path
 
 import requests
 from load import (
+    CPU_HEADER,
+    CPU_NOTE,
     LOAD_HEADER,
+    SHAPES,
     Load,
     LoadResult,
     add_load_arguments,
     build_load,
+    cpu_row,
     format_table,
     load_ctxview,
     load_endpoint,
@@ -311,6 +320,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--key", help="Bearer key for --endpoint")
     parser.add_argument("--overview-workers", type=int, default=2, help="instance that measures the overview")
     parser.add_argument("--overview-calls", default="40,1000", help="lengths of the overview runs")
+    parser.add_argument(
+        "--shapes",
+        default=",".join(SHAPES),
+        help="comma-separated load shapes to run (default: all); one at a time: --shapes fresh",
+    )
     parser.add_argument("--skip", default="", help="comma-separated: load, overview, analysis, storage")
     parser.add_argument("--analysis-calls", type=int, default=2000)
     parser.add_argument("--storage-calls", type=int, default=200)
@@ -319,6 +333,10 @@ def parse_args() -> argparse.Namespace:
     args.profile_dir = Path(args.profile_dir) if args.profile_dir else None
     args.overview_calls = [int(calls) for calls in args.overview_calls.split(",") if calls]
     args.skip = {name for name in args.skip.split(",") if name}
+    args.shapes = [shape for shape in args.shapes.split(",") if shape]
+    unknown = set(args.shapes) - set(SHAPES)
+    if unknown:
+        parser.error(f"unknown shapes {', '.join(sorted(unknown))}: choose from {', '.join(SHAPES)}")
     return args
 
 
@@ -341,6 +359,7 @@ def _load_row(load: Load, mode: str, workers: int, protocol: str, args, after=No
     finally:
         stop.set()
     print(format_table(LOAD_HEADER, [load_row(result)]).splitlines()[-1], flush=True)
+    print("  CPU ms/span: " + format_table(CPU_HEADER, [cpu_row(result)]).splitlines()[-1], flush=True)
     return result
 
 
@@ -367,7 +386,7 @@ def main() -> None:
     results: list[LoadResult] = []
     overview: list[tuple[str, ...]] = []
     try:
-        if "load" not in args.skip:
+        if "load" not in args.skip and "chats" in args.shapes:
             load = build_load(args.spans, not args.no_gzip, "chats")
             targets = [] if args.no_embedded else [("embedded", 1, "http")]
             targets += [("postgres", int(count), "http") for count in args.workers.split(",") if count]
@@ -388,9 +407,11 @@ def main() -> None:
                 print(format_table(LOAD_HEADER, [load_row(results[-1])]).splitlines()[-1], flush=True)
             if args.endpoint:
                 results.append(load_endpoint(args.endpoint, args.key, load.bodies, load.spans, args))
+        if "load" not in args.skip:
             conversation_workers = [int(count) for count in args.conversation_workers.split(",") if count]
             # The conversations shape, then the same with every call's text new (issue 37).
-            for shape in ("conversations", "fresh") if conversation_workers else ():
+            shapes = [shape for shape in ("conversations", "fresh") if shape in args.shapes]
+            for shape in shapes if conversation_workers else ():
                 load = build_load(args.spans, not args.no_gzip, shape)
                 for workers in conversation_workers:
                     results.append(_load_row(load, "postgres", workers, "http", args))
@@ -398,6 +419,9 @@ def main() -> None:
                     results.append(load_phoenix(args.phoenix, load.bodies, load.spans, args, load.shape))
                     print(format_table(LOAD_HEADER, [load_row(results[-1])]).splitlines()[-1], flush=True)
             sections.append(format_table(LOAD_HEADER, [load_row(result) for result in results]))
+            sections.append(
+                format_table(CPU_HEADER, [cpu_row(result) for result in results]) + "\n" + CPU_NOTE
+            )
             notes = [f"- {result.label}: {note}" for result in results for note in result.notes]
             if notes:
                 sections.append("\n".join(notes))
