@@ -106,6 +106,7 @@ NUMBERING_FIELDS = (
     "turn_hint",
     "user_fingerprint",
     "agent_depth",
+    "agent_entry",  # a handoff starts no turn
     "root_invocation",
     "parent_span_id",
     "trace_id",
