@@ -13,6 +13,15 @@ many calls reached the sink, and the recording process's CPU time per call.
 
 ``--recording off`` serves the same forwarding without recording (where the time goes);
 ``--proxy-root DIR`` runs the proxy from another checkout (before/after on the same machine).
+
+Two modes (``--mode burst,steady``, both by default). **burst**: each round starts all its streams at the
+same instant and the fake sends every event at once. **steady**: a fixed number of streams stays in
+flight (1, then 200), as agents' calls do: each fake answer lasts ``--stream-s`` seconds (its events
+evenly spaced), the streams start staggered over that time, and each one that ends is followed by a new
+one. Rounds of ``--round-s`` seconds alternate between direct and proxied; a call counts only if it
+started once every stream of the other kind had ended (so 200 of its own kind were in flight). Printed
+for each: the added first and last byte p50/p99, the forwarding process's CPU per proxied call, and
+the proxy's RSS.
 """
 
 import argparse
@@ -65,7 +74,15 @@ async def _upstream(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
-    for chunk in _sse(body.get("events", EVENTS)):
+    chunks = _sse(body.get("events", EVENTS))
+    spacing = body.get("stream_s", 0) / len(chunks)
+    loop = asyncio.get_running_loop()
+    begin = loop.time()
+    for number, chunk in enumerate(chunks):
+        # The first event at once, as a provider sends message_start; each next one at its own time from
+        # the start (sleeps overshoot by up to a millisecond: added up, they would blur the last byte).
+        if spacing and number:
+            await asyncio.sleep(max(begin + number * spacing - loop.time(), 0))
         await response.write(chunk)
     await response.write_eof()
     return response
@@ -80,9 +97,11 @@ async def _sink(request: web.Request) -> web.Response:
     return web.Response(body=b"", content_type="application/x-protobuf")
 
 
-async def _one(session: aiohttp.ClientSession, url: str, events: int) -> tuple[float, float]:
+async def _one(
+    session: aiohttp.ClientSession, url: str, events: int, stream_s: float = 0.0
+) -> tuple[float, float]:
     body = {"model": "claude-bench", "max_tokens": 16, "stream": True, "events": events,
-            "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+            "stream_s": stream_s, "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
     start = time.perf_counter()
     first = None
     async with session.post(url, json=body, headers={"x-api-key": "sk-bench"}) as response:
@@ -107,6 +126,47 @@ async def _measure(
                 firsts += [first for first, _last in results]
                 lasts += [last for _first, last in results]
     return (*times[direct], *times[through])
+
+
+async def _steady(
+    direct: str, through: str, in_flight: int, rounds: int, round_s: float, stream_s: float
+) -> tuple[list[float], list[float], list[float], list[float], int]:
+    """First and last byte times, direct then proxied, with ``in_flight`` streams kept in flight; and how
+    many proxied calls were made in all (for the CPU per call).
+
+    ``rounds`` pairs of rounds, direct then proxied; a stream that ends is followed by one of the current
+    round's kind. A call counts if it started in its round once every stream of the previous round ended.
+    """
+    kinds = [direct, through] * rounds
+    started = time.perf_counter()
+    ends_at = started + len(kinds) * round_s
+    calls: list[tuple[str, float, float, float]] = []  # (url, start, first byte, last byte)
+
+    def current() -> str:
+        return kinds[min(int((time.perf_counter() - started) / round_s), len(kinds) - 1)]
+
+    async def worker(session: aiohttp.ClientSession, delay: float) -> None:
+        await asyncio.sleep(delay)  # staggered starts: the streams' ends are spread too
+        while time.perf_counter() < ends_at:
+            url = current()
+            start = time.perf_counter()
+            first, last = await _one(session, url, EVENTS, stream_s)
+            calls.append((url, start, start + first, start + last))
+
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await asyncio.gather(*(worker(session, stream_s * n / in_flight) for n in range(in_flight)))
+    times: dict[str, tuple[list[float], list[float]]] = {direct: ([], []), through: ([], [])}
+    for number, url in enumerate(kinds):
+        round_start, round_end = started + number * round_s, started + (number + 1) * round_s
+        earlier = [last for _url, start, _first, last in calls if start < round_start]
+        settled = max(earlier, default=round_start)
+        for call_url, start, first, last in calls:
+            if call_url == url and max(round_start, settled) <= start < round_end:
+                times[url][0].append(first - start)
+                times[url][1].append(last - start)
+    proxied = sum(1 for url, *_times in calls if url == through)
+    return (*times[direct], *times[through], proxied)
 
 
 def _percentile(values: list[float], share: float) -> float:
@@ -167,7 +227,44 @@ def _serve_forwarding(listen: str, upstream: str) -> None:
         asyncio.run(cli._serve(proxy, host, int(port), "-", Path("."), 0))
 
 
-async def _main(rounds: int, recording: bool, root: Path, longer: int = 10) -> None:
+HEADER = (
+    "concurrency  requests  direct first byte p50 (ms)  added first byte p50/p99 (ms)"
+    "  added last byte p50/p99 (ms)  RSS (MB)     forwarding CPU/call (ms)"
+)
+
+
+def _row(
+    concurrency: int,
+    d_first: list[float],
+    d_last: list[float],
+    p_first: list[float],
+    p_last: list[float],
+    forwarding_cpu_s: float,
+    proxied: int,
+    pid: int,
+) -> str:
+    added = [
+        (_percentile(p, q) - _percentile(d, q)) * 1000
+        for p, d in ((p_first, d_first), (p_last, d_last))
+        for q in (50, 99)
+    ]
+    return (
+        f"{concurrency:>11}  {len(p_first):>8}  {_percentile(d_first, 50) * 1000:>26.2f}"
+        f"  {added[0]:>14.2f} / {added[1]:<12.2f}  {added[2]:>13.2f} / {added[3]:<12.2f}"
+        f"  {_rss(pid):>11}  {forwarding_cpu_s * 1000 / max(proxied, 1):>12.3f}"
+    )
+
+
+async def _main(
+    rounds: int,
+    recording: bool,
+    root: Path,
+    longer: int = 10,
+    modes: tuple[str, ...] = ("burst", "steady"),
+    steady_rounds: int = 3,
+    round_s: float = 12.0,
+    stream_s: float = 3.0,
+) -> None:
     upstream_port, sink_port, proxy_port = _free_port(), _free_port(), _free_port()
     app = web.Application()
     app.router.add_post("/v1/messages", _upstream)
@@ -201,33 +298,41 @@ async def _main(rounds: int, recording: bool, root: Path, longer: int = 10) -> N
             f"stream of {EVENTS + 4} SSE events; proxy RSS at start {_rss(proxy.pid)} MB"
             " (forwarding + recording process)"
         )
-        print(
-            "concurrency  requests  direct first byte p50 (ms)  added first byte p50/p99 (ms)"
-            "  added last byte p50/p99 (ms)  RSS (MB)     forwarding CPU/call (ms)"
-        )
         calls = 0
         _own, recording_start = _cpu_s(proxy.pid)
-        for concurrency, count in ((1, rounds * 20), (200, rounds)):
-            forwarding_start, _children = _cpu_s(proxy.pid)
-            d_first, d_last, p_first, p_last = await _measure(direct, through, concurrency, count, EVENTS)
-            forwarding_cpu = _cpu_s(proxy.pid)[0] - forwarding_start
-            calls += len(p_first) + concurrency
-            added = [
-                (_percentile(p, q) - _percentile(d, q)) * 1000
-                for p, d in ((p_first, d_first), (p_last, d_last))
-                for q in (50, 99)
-            ]
+        if "burst" in modes:
+            print("burst: each round's streams start together, the fake sends all events at once")
+            print(HEADER)
+            for concurrency, count in ((1, rounds * 20), (200, rounds)):
+                forwarding_start, _children = _cpu_s(proxy.pid)
+                measured = await _measure(direct, through, concurrency, count, EVENTS)
+                proxied = len(measured[2]) + concurrency  # and the warm-up's
+                print(
+                    _row(concurrency, *measured, _cpu_s(proxy.pid)[0] - forwarding_start, proxied, proxy.pid)
+                )
+                calls += proxied
+            await _measure(direct, through, 200, 2, EVENTS * longer)
+            calls += 600
             print(
-                f"{concurrency:>11}  {len(p_first):>8}  {_percentile(d_first, 50) * 1000:>26.2f}"
-                f"  {added[0]:>14.2f} / {added[1]:<12.2f}  {added[2]:>13.2f} / {added[3]:<12.2f}"
-                f"  {_rss(proxy.pid):>11}  {forwarding_cpu * 1000 / (len(p_first) + concurrency):>12.3f}"
+                f"after 400 streams {longer}x longer: proxy RSS {_rss(proxy.pid)} MB,"
+                f" forwarding peak {_peak_mb(proxy.pid):.1f} MB; load average {_load()}"
             )
-        await _measure(direct, through, 200, 2, EVENTS * longer)
-        calls += 600
-        print(
-            f"after 400 streams {longer}x longer: proxy RSS {_rss(proxy.pid)} MB,"
-            f" forwarding peak {_peak_mb(proxy.pid):.1f} MB; load average {_load()}"
-        )
+        if "steady" in modes:
+            print(
+                f"steady: streams of {stream_s:g} s kept in flight, staggered; {steady_rounds} pairs of"
+                f" {round_s:g} s rounds, direct then proxied; load average {_load()}"
+            )
+            print(HEADER)
+            for concurrency in (1, 200):
+                forwarding_start, _children = _cpu_s(proxy.pid)
+                *measured, proxied = await _steady(
+                    direct, through, concurrency, steady_rounds, round_s, stream_s
+                )
+                print(
+                    _row(concurrency, *measured, _cpu_s(proxy.pid)[0] - forwarding_start, proxied, proxy.pid)
+                )
+                calls += proxied
+            print(f"forwarding peak RSS {_peak_mb(proxy.pid):.1f} MB; load average {_load()}")
         waited = time.monotonic()
         while recording and RECEIVED[0] < calls and time.monotonic() - waited < 30:
             await asyncio.sleep(0.1)
@@ -246,16 +351,29 @@ async def _main(rounds: int, recording: bool, root: Path, longer: int = 10) -> N
 
 
 def _cpu_s(pid: int) -> tuple[float, float]:
-    """The CPU time (user + system) of ``pid`` and of its children so far, in seconds."""
+    """The CPU time of ``pid`` and of its children so far, in seconds: the sum of their threads' run time
+    in /proc/<pid>/task/<tid>/schedstat (nanoseconds: /proc/<pid>/stat counts 10 ms ticks, too coarse for
+    a few calls), else user + system time from /proc/<pid>/stat."""
     ticks = os.sysconf("SC_CLK_TCK")
     times = []
     for process in _process_tree(pid):
         try:
+            threads = list(Path(f"/proc/{process}/task").glob("*/schedstat"))
+            if threads:
+                times.append(sum(_run_ns(thread) for thread in threads) / 1e9)
+                continue
             fields = Path(f"/proc/{process}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         times.append((int(fields[11]) + int(fields[12])) / ticks)
     return (times[0], sum(times[1:])) if times else (float("nan"), float("nan"))
+
+
+def _run_ns(schedstat: Path) -> int:
+    try:
+        return int(schedstat.read_text().split()[0])
+    except (OSError, IndexError, ValueError):  # a thread that ended meanwhile
+        return 0
 
 
 def _load() -> str:
@@ -269,6 +387,10 @@ if __name__ == "__main__":
         "--longer", type=int, default=10, help="how many times longer the last streams are (default 10)"
     )
     arguments.add_argument("--recording", choices=("on", "off"), default="on")
+    arguments.add_argument("--mode", default="burst,steady", help="burst, steady, or both (default)")
+    arguments.add_argument("--steady-rounds", type=int, default=3, help="pairs of steady rounds (default 3)")
+    arguments.add_argument("--round-s", type=float, default=12.0, help="a steady round's length (default 12)")
+    arguments.add_argument("--stream-s", type=float, default=3.0, help="a steady stream's length (default 3)")
     arguments.add_argument("--proxy-root", type=Path, default=ROOT, help="the checkout the proxy runs from")
     arguments.add_argument(
         "--serve-forwarding", nargs=2, metavar=("HOST:PORT", "UPSTREAM"), help=argparse.SUPPRESS
@@ -277,6 +399,18 @@ if __name__ == "__main__":
     if options.serve_forwarding:
         _serve_forwarding(*options.serve_forwarding)
     else:
+        modes = tuple(options.mode.split(","))
+        if not set(modes) <= {"burst", "steady"}:
+            arguments.error(f"--mode takes burst, steady or burst,steady, not {options.mode!r}")
         asyncio.run(
-            _main(options.rounds, options.recording == "on", options.proxy_root.resolve(), options.longer)
+            _main(
+                options.rounds,
+                options.recording == "on",
+                options.proxy_root.resolve(),
+                options.longer,
+                modes,
+                options.steady_rounds,
+                options.round_s,
+                options.stream_s,
+            )
         )

@@ -5,6 +5,9 @@
 
 Clients then use http://127.0.0.1:8788/anthropic, http://127.0.0.1:8788/openai/v1 and
 http://127.0.0.1:8788/gemini as their base URLs.
+
+One proxy per spool folder: a second one started on the same folder exits (``spool.lock``), since two
+would send the same spans twice.
 """
 
 from __future__ import annotations
@@ -84,8 +87,18 @@ def main(argv: list[str] | None = None) -> int:
         parser().error("--key (or $CTXVIEW_INGEST_KEY) is required: the project's ingest key")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s ctxview-proxy %(levelname)s %(message)s")
     directory = options.spool or spool.default_directory()
+    try:
+        held = spool.lock(directory)
+    except spool.InUse as exc:
+        logger.error("%s", exc)
+        return 1
     recording = RecordingProcess(
-        options.send_to, options.key, directory, options.spool_max_calls, options.spool_max_mb * 2**20
+        options.send_to,
+        options.key,
+        directory,
+        options.spool_max_calls,
+        options.spool_max_mb * 2**20,
+        keep_open=(held,),
     )
     proxy = server.Proxy(
         dict(options.upstream),
@@ -115,16 +128,17 @@ def _loop_factory():
 
 async def _serve(proxy: server.Proxy, host: str, port: int, recording: RecordingProcess | None) -> None:
     runner = web.AppRunner(proxy.app(), access_log=None)
+    # Before the port opens: a TERM sent as soon as it accepts stops the proxy cleanly, not by default.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
     try:
         if recording is not None:
             await recording.start()
         await runner.setup()
         await web.TCPSite(runner, host, port).start()
         logger.info("listening on http://%s:%d (/anthropic, /openai/v1, /gemini)", host, port)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stop.set)
         await stop.wait()
     finally:
         await runner.cleanup()  # waits for the requests in flight: each hands its call over

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 logger = logging.getLogger("ctxview.proxy")
 
+BODY_SUFFIX = ".body"  # the file of an answer spilled while it streams (Exchange.response_body_path)
+
 
 @dataclass
 class Exchange:

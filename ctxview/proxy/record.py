@@ -4,8 +4,8 @@ The request is the window: its system, tool definitions and messages are written
 latest shapes (``gen_ai.system_instructions`` as parts, ``gen_ai.input.messages`` /
 ``gen_ai.output.messages`` as ``{role, parts}``, ``gen_ai.tool.definitions`` as ``{type, name,
 description, parameters}``), all as JSON strings. Streams are reassembled here, from the bytes the
-client received. The parts are built with ingest's own functions (``ingest.families.messages``), plus
-the conventions' shapes for what ingest keeps whole (thinking, server tools, media). Usage follows the
+client received. The parts are built with ingest's own functions (``ingest.families.messages``): an
+Anthropic block ingest keeps whole (thinking, server tools, media) is kept whole here too. Usage follows the
 conventions: ``gen_ai.usage.input_tokens`` includes the cached tokens, so Anthropic's exclusive
 ``input_tokens`` gets both cache figures added (conventions §6). The provider's cache diagnosis keeps the
 response's own path under the provider's prefix, as ingest reads it.
@@ -308,31 +308,10 @@ def _params(request: dict, table: tuple[tuple[str, str], ...], reading: Reading)
 
 
 def _anthropic_part(block: Any) -> dict:
-    """A Messages content block as a part: ingest's reading (``block_part``: text, tool use and result),
-    and the conventions' shapes for the blocks ingest keeps whole (server tools, thinking, media)."""
-    kind = block.get("type") if isinstance(block, dict) else None
-    if kind in ("server_tool_use", "mcp_tool_use"):
-        part = {"type": "server_tool_call", "id": block.get("id"), "name": block.get("name")}
-        part["server_tool_call"] = {"type": kind, "input": block.get("input")}
-        return part
-    if kind in ("thinking", "redacted_thinking"):
-        return {"type": "reasoning", "content": block.get("thinking", "")}
-    if kind in ("image", "document"):
-        source = block.get("source") if isinstance(block.get("source"), dict) else {}
-        modality = "image" if kind == "image" else "document"
-        if source.get("type") == "base64":
-            return {
-                "type": "blob",
-                "modality": modality,
-                "mime_type": source.get("media_type"),
-                "content": source.get("data"),
-            }
-        if source.get("type") == "url":
-            return {"type": "uri", "modality": modality, "uri": source.get("url")}
-        if source.get("type") == "file":
-            return {"type": "file", "modality": modality, "file_id": source.get("file_id")}
-    # Text, tool use and tool results as ingest reads them; server tool results and anything newer kept
-    # whole, under their own type.
+    """A Messages content block as ingest reads it wherever it meets one (``block_part``): text, tool use
+    and tool results as parts; thinking, redacted thinking, server tools and their results, images and
+    documents kept whole. One reading, so a call recorded here and the same call from an
+    instrumentation make the same items (the same hashes, so the same cache prefixes)."""
     return block_part(block)
 
 

@@ -15,9 +15,11 @@ not read at all, the exchanges wait in the loop's write buffer up to ``BUFFER_LI
 (or beyond the spool's size in ``Pending``) a call is not recorded: a counter and a log line, as when the
 spool is full. An answer past the forwarding process's spill threshold crosses as the path of a file in
 ``Pending``'s folder (``Exchange.response_body_path``), which stays until its exchange is recorded or
-dropped. The provider key never crosses the pipe (only its salted hash, computed on the loop). The
-child ends when its pipe closes, after recording what it was handed and trying to send the spool for a
-moment (the rest waits on disk for the next start); a child that died is started again.
+dropped; the files of exchanges a killed child never read are removed at the next start and every ten
+minutes, once an hour old (``remove_orphan_bodies``). The provider key never crosses the pipe (only its
+salted hash, computed on the loop). The child ends when its pipe closes, after recording what it was
+handed and trying to send the spool for a moment (the rest waits on disk for the next start); a child
+that died is started again.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ctxview.proxy import spool
-from ctxview.proxy.exchange import Exchange, discard_body
+from ctxview.proxy.exchange import BODY_SUFFIX, Exchange, discard_body, remove_body_file
 
 logger = logging.getLogger("ctxview.proxy")
 
@@ -54,6 +56,11 @@ DRAIN_S = 2.0
 NICENESS = 10
 RESTART_PAUSE_S = 1.0
 MAX_RESTART_PAUSE_S = 30.0
+# A spilled answer no waiting exchange names is removed once untouched this long: a child killed with
+# exchanges unread in its pipe leaves theirs. An answer still streaming is appended to (its mtime moves)
+# and one handed over is read from the pipe within moments, so an hour leaves a wide margin.
+ORPHAN_AGE_S = 3600.0
+SWEEP_EVERY_S = 600.0
 
 
 class RecordingProcess:
@@ -70,7 +77,9 @@ class RecordingProcess:
         max_spans: int = spool.MAX_SPANS,
         max_bytes: int = spool.MAX_BYTES,
         buffer_limit: int = BUFFER_LIMIT,
+        keep_open: tuple[int, ...] = (),
     ) -> None:
+        self.keep_open = keep_open  # descriptors the child inherits (the spool's lock)
         self.pending_directory = directory / PENDING  # where the forwarding process spills long answers
         self.command = [
             sys.executable,
@@ -137,7 +146,7 @@ class RecordingProcess:
 
     async def _spawn(self) -> None:
         self._process = await asyncio.create_subprocess_exec(
-            *self.command, stdin=asyncio.subprocess.PIPE, env=self.env
+            *self.command, stdin=asyncio.subprocess.PIPE, env=self.env, pass_fds=self.keep_open
         )
 
     async def _restart_when_gone(self) -> None:
@@ -263,6 +272,49 @@ class Pending:
         (self.directory / name).unlink(missing_ok=True)
 
 
+def remove_orphan_bodies(directory: Path, max_age_s: float = ORPHAN_AGE_S, now: float | None = None) -> int:
+    """Remove the spilled answers in ``directory`` that no waiting exchange names and that were last
+    written over ``max_age_s`` ago; how many were removed (one log line if any)."""
+    now = time.time() if now is None else now
+    old = []
+    for path in directory.glob("*" + BODY_SUFFIX):
+        try:
+            if now - path.stat().st_mtime > max_age_s:
+                old.append(path)
+        except FileNotFoundError:  # recorded and removed meanwhile
+            continue
+    if not old:  # the usual case: the waiting exchanges (a backlog may be large) are not read
+        return 0
+    named = set()
+    for path in directory.glob("*" + SUFFIX):  # also the one being recorded: removed only after
+        try:
+            exchange = pickle.loads(path.read_bytes())
+        except Exception:  # gone meanwhile, or left by another version: names no file of ours
+            continue
+        if isinstance(exchange, Exchange) and exchange.response_body_path:
+            named.add(Path(exchange.response_body_path).name)
+    orphans = [path for path in old if path.name not in named]
+    for path in orphans:
+        remove_body_file(str(path))
+    if orphans:
+        logger.warning(
+            "removed %d spilled answers no call refers to (older than %.0f min; a recording process was"
+            " stopped with calls unread)",
+            len(orphans),
+            max_age_s / 60,
+        )
+    return len(orphans)
+
+
+def _sweep_orphan_bodies(directory: Path) -> None:
+    while True:
+        time.sleep(SWEEP_EVERY_S)
+        try:
+            remove_orphan_bodies(directory)
+        except OSError as exc:
+            logger.warning("could not look for spilled answers to remove: %s", exc)
+
+
 def _read_pipe(stream: BinaryIO, pending: Pending) -> None:
     try:
         for data in frames(stream):
@@ -303,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s ctxview-proxy %(levelname)s %(message)s")
     pending = Pending(options.spool / PENDING, options.spool_max_bytes)
+    remove_orphan_bodies(pending.directory)
     # The pipe's reader starts before the niceness is lowered: on Linux a thread's niceness is its own
     # (threads started later inherit it), so emptying the pipe keeps the forwarding process's priority.
     threading.Thread(target=_read_pipe, args=(sys.stdin.buffer, pending), name="pipe", daemon=True).start()
@@ -310,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
         os.nice(NICENESS)
     except OSError:  # not allowed here: it runs at the proxy's priority
         pass
+    threading.Thread(
+        target=_sweep_orphan_bodies, args=(pending.directory,), name="sweep", daemon=True
+    ).start()
     # Imported here, not at the top: the forwarding process imports this module for RecordingProcess and
     # must not load the parsing, the OpenTelemetry SDK and its HTTP client.
     from ctxview.proxy.export import Recorder, Sender

@@ -31,7 +31,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from ctxview.proxy import runs
-from ctxview.proxy.exchange import Exchange, is_recorded, remove_body_file
+from ctxview.proxy.exchange import BODY_SUFFIX, Exchange, is_recorded, remove_body_file
 
 logger = logging.getLogger("ctxview.proxy")
 
@@ -76,7 +76,6 @@ SPILL_THRESHOLD = 256 * 1024  # an answer past this waits in a file, not in memo
 # Once spilled, the answer is appended in writes of about this size: plain blocking writes on the event
 # loop, each short (they reach the page cache, not the disk).
 SPILL_WRITE = 64 * 1024
-SPILL_SUFFIX = ".body"
 MAX_REQUEST = 512 * 1024 * 1024
 CONNECT_TIMEOUT_S = 30.0
 
@@ -243,7 +242,7 @@ class Proxy:
     def _capture(self) -> Capture:
         path = None
         if self.spill_to is not None:
-            name = f"{time.time_ns():020d}-{os.getpid()}-{next(self._spilled):08d}{SPILL_SUFFIX}"
+            name = f"{time.time_ns():020d}-{os.getpid()}-{next(self._spilled):08d}{BODY_SUFFIX}"
             path = self.spill_to / name
         return Capture(self.capture_limit, self.spill_threshold, path)
 

@@ -8,6 +8,7 @@ a log line, never a wait.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -22,6 +23,28 @@ logger = logging.getLogger("ctxview.proxy")
 MAX_SPANS = 20_000
 MAX_BYTES = 512 * 1024 * 1024
 SUFFIX = ".span.json"
+LOCK = "proxy.lock"
+
+
+class InUse(Exception):
+    """Another proxy holds the spool folder: two would send the same spans twice."""
+
+
+def lock(directory: Path) -> int:
+    """Take the spool folder for this proxy; the open lock file's descriptor (the lock lasts while any
+    process holds it open: the recording process inherits it, so it outlives a forwarding process killed
+    before its child has recorded what it was handed)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise InUse(
+            f"another ctxview proxy is using the spool folder {directory}: stop it, or give this one"
+            " another --spool"
+        ) from None
+    return descriptor
 
 
 def default_directory() -> Path:

@@ -152,9 +152,7 @@ def _anthropic_values(content: Any) -> list[Any]:
             values.append(block["input"])
         elif kind == "tool_result":
             values += _texts(block.get("content"))
-        elif kind == "thinking":
-            values.append(block["thinking"])
-        else:
+        else:  # thinking, server tools, media: kept whole, as ingest reads them (families.messages)
             values.append(block)
     return values
 

@@ -1,8 +1,11 @@
 """Issue 35: the forwarding process's memory per stream does not grow with the answer's length. An answer
 past the spill threshold waits in a file, not in memory; it is recorded exactly as it was sent, survives a
-recording process that died, and leaves no file behind once recorded or dropped."""
+recording process that died, and leaves no file behind once recorded or dropped (or, killed unread,
+once old)."""
 
 import json
+import logging
+import os
 import pickle
 import time
 from dataclasses import replace
@@ -10,7 +13,7 @@ from dataclasses import replace
 import httpx
 import pytest
 
-from ctxview.proxy import server
+from ctxview.proxy import recording, server
 from ctxview.proxy.exchange import Exchange
 from ctxview.proxy.export import Recorder
 from ctxview.proxy.recording import PENDING, Pending
@@ -141,3 +144,28 @@ def test_a_spilled_exchange_outlives_a_recording_process_that_died(fake, tmp_pat
     assert span["attributes"]["gen_ai.response.id"] == "msg_spilled"
     assert output_text(span) == LONG_TEXT
     assert list(pending.iterdir()) == []
+
+
+def test_spilled_answers_no_exchange_names_are_removed_once_old(tmp_path, caplog):
+    """A recording process killed with exchanges unread in its pipe leaves their files; the next removes
+    them once they are old, and keeps a fresh one (maybe still streaming) and one an exchange names."""
+    pending = tmp_path / PENDING
+    pending.mkdir()
+    hour_ago = time.time() - recording.ORPHAN_AGE_S - 60
+    orphan, fresh, named = (pending / f"{number:020d}-1-00000000.body" for number in (1, 2, 3))
+    for body in (orphan, fresh, named):
+        body.write_bytes(b"event: message_start\n\n")
+    for body in (orphan, named):
+        os.utime(body, (hour_ago, hour_ago))
+    Pending(pending).put(
+        pickle.dumps(replace(exchange(1), response_body=None, response_body_path=str(named)))
+    )
+
+    with caplog.at_level(logging.WARNING, logger="ctxview.proxy"):
+        assert recording.remove_orphan_bodies(pending) == 1
+    assert sorted(path.name for path in pending.glob("*.body")) == [fresh.name, named.name]
+    assert [record.message for record in caplog.records if "spilled answers" in record.message] == [
+        "removed 1 spilled answers no call refers to (older than 60 min; a recording process was stopped"
+        " with calls unread)"
+    ]
+    assert recording.remove_orphan_bodies(pending) == 0

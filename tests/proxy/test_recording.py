@@ -108,15 +108,14 @@ def recording_child(pid: int, other_than: int | None = None, timeout_s: float = 
     raise AssertionError("no recording process")
 
 
-def start_proxy_process(fake, directory: Path) -> tuple[subprocess.Popen, str]:
+def proxy_command(fake, directory: Path, port: int = 0) -> list[str]:
     """``python -m ctxview.proxy`` with a receiver that is down: what it records stays in the spool."""
-    port = free_port()
-    command = [
+    return [
         sys.executable,
         "-m",
         "ctxview.proxy",
         "--listen",
-        f"127.0.0.1:{port}",
+        f"127.0.0.1:{port or free_port()}",
         "--send-to",
         f"http://127.0.0.1:{free_port()}",
         "--key",
@@ -126,8 +125,15 @@ def start_proxy_process(fake, directory: Path) -> tuple[subprocess.Popen, str]:
         "--spool",
         str(directory),
     ]
+
+
+def start_proxy_process(fake, directory: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
     process = subprocess.Popen(
-        command, cwd=ROOT, env=os.environ | {"PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE
+        proxy_command(fake, directory, port),
+        cwd=ROOT,
+        env=os.environ | {"PYTHONPATH": str(ROOT)},
+        stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 20
     while True:
