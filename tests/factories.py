@@ -1,6 +1,7 @@
 """Builders of test data: OTLP requests, users and projects."""
 
 import os
+import zlib
 
 from django.contrib.auth import get_user_model
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
@@ -8,7 +9,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from ingest.keys import create_key
-from ingest.models import Membership, Project
+from ingest.models import Membership, Project, RawBatch
+from ingest.store import process_batch
 
 
 def kv(key: str, value) -> KeyValue:
@@ -138,3 +140,32 @@ def calls_with_cache(calls, broke: bool | None = None, **detail) -> list:
         ):
             found.append(call)
     return found
+
+
+def conversation_request(calls: int, key: str) -> ExportTraceServiceRequest:
+    """One trace of ``calls`` chat calls of run ``key``, each resending the history with one more user
+    message."""
+    request = ExportTraceServiceRequest()
+    for call in range(1, calls + 1):
+        chat_span(
+            request,
+            trace_id=bytes([calls]) * 16,
+            number=call,
+            messages=[user_message(f"message {number}") for number in range(call)],
+            attributes={"gen_ai.conversation.id": key},
+        )
+    return request
+
+
+def processed(project: Project, request: ExportTraceServiceRequest) -> None:
+    """``request`` stored as a raw batch of ``project`` and processed in this process, as a worker would."""
+    data = request.SerializeToString()
+    batch = RawBatch.objects.create(
+        project=project,
+        signal="traces",
+        body=zlib.compress(data),
+        content_type="protobuf",
+        wire_bytes=len(data),
+        item_count=sum(len(scope.spans) for spans in request.resource_spans for scope in spans.scope_spans),
+    )
+    assert process_batch(batch.id) == "done"

@@ -81,19 +81,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tests.factories import chat_span, user_message  # noqa: E402
 
 
-def ingest(project, request):
-    data = request.SerializeToString()
-    batch = RawBatch.objects.create(
-        project=project,
-        signal="traces",
-        body=zlib.compress(data),
-        content_type="protobuf",
-        wire_bytes=len(data),
-        item_count=1,
-    )
-    assert process_batch(batch.id) == "done"
-
-
 @pytest.fixture
 def runs(project):
     """Three runs of two services, each with two calls (the second without content)."""
@@ -118,7 +105,7 @@ def runs(project):
         request.resource_spans[0].resource.attributes[0].value.string_value = (
             "svc-b" if number == 2 else "svc-a"
         )
-        ingest(project, request)
+        factories.processed(project, request)
 
 
 def get(client, key, path, status=200):
@@ -287,21 +274,6 @@ def test_a_write_to_an_unknown_api_path_is_the_same_json_404_not_a_csrf_page(ali
         assert (response.status_code, response["Content-Type"]) == (404, "application/json"), method
 
 
-def _conversation(project, calls: int, key: str) -> None:
-    """A run of ``calls`` calls, each resending the history with one more user message."""
-    request = ExportTraceServiceRequest()
-    for call in range(1, calls + 1):
-        chat_span(
-            request,
-            trace_id=bytes([calls]) * 16,
-            number=call,
-            start=1_700_000_000_000_000_000 + call * 10**9,
-            messages=[user_message(f"message {number}") for number in range(call)],
-            attributes={"gen_ai.conversation.id": key},
-        )
-    ingest(project, request)
-
-
 def test_an_items_lifecycle_reads_the_runs_item_lists_in_queries_that_do_not_grow_with_its_calls(
     client, key, project
 ):
@@ -309,7 +281,7 @@ def test_an_items_lifecycle_reads_the_runs_item_lists_in_queries_that_do_not_gro
     # first only held that call: a query per call.
     counts = {}
     for calls in (5, 40):
-        _conversation(project, calls, f"conversation-{calls}")
+        factories.processed(project, factories.conversation_request(calls, f"conversation-{calls}"))
         run = Run.objects.get(key=f"conversation-{calls}")
         item = Call.objects.get(run=run, seq=1).items[0]["id"]
         with CaptureQueriesContext(connection) as queries:
@@ -322,7 +294,7 @@ def test_an_items_lifecycle_reads_the_runs_item_lists_in_queries_that_do_not_gro
 def test_a_replays_calls_are_read_in_queries_that_do_not_grow_with_the_run(project):
     counts = {}
     for calls in (5, 40):
-        _conversation(project, calls, f"replayed-{calls}")
+        factories.processed(project, factories.conversation_request(calls, f"replayed-{calls}"))
         run = Run.objects.get(key=f"replayed-{calls}")
         with CaptureQueriesContext(connection) as queries:
             assert len(run_calls(run)) == calls

@@ -1,38 +1,16 @@
 """Numbering a run's calls again (ingest.numbering): it reads only NUMBERING_FIELDS, in queries that do
 not grow with the run."""
 
-import zlib
-
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ingest.models import Call, RawBatch, Run
+from ingest.models import Call, Run
 from ingest.numbering import number_calls
-from ingest.store import process_batch
-from tests.factories import chat_span, user_message
+from tests import factories
 
 
 def stored_run(project, calls: int) -> Run:
-    request = ExportTraceServiceRequest()
-    for call in range(1, calls + 1):
-        chat_span(
-            request,
-            trace_id=bytes([calls]) * 16,
-            number=call,
-            messages=[user_message(f"message {number}") for number in range(call)],
-            attributes={"gen_ai.conversation.id": f"numbered-{calls}"},
-        )
-    data = request.SerializeToString()
-    batch = RawBatch.objects.create(
-        project=project,
-        signal="traces",
-        body=zlib.compress(data),
-        content_type="protobuf",
-        wire_bytes=len(data),
-        item_count=calls,
-    )
-    assert process_batch(batch.id) == "done"
+    factories.processed(project, factories.conversation_request(calls, f"numbered-{calls}"))
     return Run.objects.get(key=f"numbered-{calls}")
 
 
