@@ -56,6 +56,7 @@ bench: $(VENV)/installed
 	$(BIN)/python bench/proxy.py
 	$(BIN)/python bench/check.py
 	$(BIN)/python bench/monitors.py --calls 10000,100000
+	$(BIN)/python bench/partitions.py
 
 lint: $(VENV)/installed
 	$(BIN)/ruff check .

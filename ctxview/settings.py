@@ -243,6 +243,7 @@ CELERY_DB_REUSE_MAX = 1000
 CELERY_BEAT_SCHEDULE = {
     "sweep-pending-batches": {"task": "ingest.tasks.sweep_batches_task", "schedule": 60.0},
     "apply-retention": {"task": "ingest.tasks.apply_retention_task", "schedule": 3600.0},
+    "create-partitions": {"task": "ingest.tasks.create_partitions_task", "schedule": 3600.0},
     "evaluate-monitors": {"task": "monitors.evaluate", "schedule": 60.0},
 }
 

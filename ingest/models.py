@@ -179,7 +179,11 @@ class Span(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["project", "trace_id", "span_id"], name="span_unique"),
+            # With the start: on PostgreSQL the table is partitioned by it (ingest.partitions), and a
+            # unique key there must hold the partition key. A redelivered span has the same start.
+            models.UniqueConstraint(
+                fields=["project", "trace_id", "span_id", "start_time_unix_nano"], name="span_unique"
+            ),
         ]
         indexes = [models.Index(fields=["project", "start_time_unix_nano"], name="span_project_start")]
 
@@ -223,7 +227,12 @@ class LogRecord(models.Model):
     received_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["project", "record_hash"], name="logrecord_unique")]
+        # The observed time is part of the hash too; it is the partition key on PostgreSQL.
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "record_hash", "observed_time_unix_nano"], name="logrecord_unique"
+            )
+        ]
         indexes = [models.Index(fields=["project", "trace_id", "span_id"], name="logrecord_span")]
 
 

@@ -64,7 +64,29 @@ def apply_retention_task() -> dict[str, int]:
     for project in Project.objects.all():
         for kind, count in apply_retention(project).items():
             totals[kind] = totals.get(kind, 0) + count
+    totals["partitions_dropped"] = len(drop_expired_partitions())
     return totals
+
+
+def drop_expired_partitions() -> list[str]:
+    """The day partitions older than every project's retention (ingest.partitions), dropped whole."""
+    from django.db.models import Max
+
+    from ingest import partitions
+    from ingest.models import Project
+
+    longest = Project.objects.aggregate(
+        retention_days=Max("retention_days"), raw_retention_days=Max("raw_retention_days")
+    )
+    return partitions.drop_expired({field: days for field, days in longest.items() if days is not None})
+
+
+@shared_task
+def create_partitions_task() -> list[str]:
+    """Create the day partitions a week ahead (Celery beat, hourly; ingest.partitions). Twice creates none."""
+    from ingest import partitions
+
+    return partitions.ensure_partitions()
 
 
 @shared_task

@@ -185,7 +185,7 @@ INGEST_LAYERS: dict[str, tuple[str, ...]] = {
     # call records stored as rows: each step's work, on the tables
     "storing": (
         "call_rows", "contents", "dedup", "late_content", "numbering", "analyse", "agent_sessions",
-        "titles", "retention",
+        "titles", "retention", "partitions",
     ),
     # a batch's steps in order (pipeline), the steps (calls, continued_calls), the batch's transaction
     "pipeline": ("store", "pipeline", "work", "calls", "continued_calls", "session_calls"),
