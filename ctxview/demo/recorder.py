@@ -10,12 +10,14 @@ instrumented framework does.
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from opentelemetry import trace
 
 import ctxview_sdk
+from ctxcore import vocabulary
 from ctxview_sdk import config, content_hash, render
 from ingest import tokens
 
@@ -27,23 +29,34 @@ FRAMING_PER_MESSAGE = 3
 BUDGET = {"limit": 200_000, "reserved_output": 8_000}
 
 
-@dataclass(frozen=True)
-class Piece:
-    """One item of the window a story builds."""
+# What a story may say of an item beyond its id, kind, bucket and content: the vocabulary's fields (declared
+# there once), less those the recorder works out (hash, position, the estimate flag) or leaves to the SDK.
+PIECE_FIELDS = {
+    item_field.name: item_field.default
+    for item_field in fields(vocabulary.Item)
+    if item_field.default is not MISSING
+    and item_field.name not in {"tokens_estimated", "content", "content_truncated", "cache_breakpoint"}
+}
 
-    id: str
-    kind: str
-    bucket: str
-    content: object
-    role: str | None = None
-    mode: str = "verbatim"
-    version: str | None = None
-    source: str | None = None
-    trust: str | None = None
-    supersedes: tuple[str, ...] = ()
-    pinned: bool = False
-    origin_turn: int | None = None
-    tokens: int | None = None  # for references: what the item costs, not what it points at
+
+class Piece:
+    """One item of the window a story builds: its content before rendering, and any of the vocabulary
+    item's fields (``PIECE_FIELDS``; ``tokens`` on a reference is what the item costs, not what it points
+    at). Read like the item: ``piece.role``, ``piece.origin_turn``."""
+
+    __slots__ = ("id", "kind", "bucket", "content", "fields")
+
+    def __init__(self, id: str, kind: str, bucket: str, content: object, **item_fields: Any) -> None:
+        unknown = item_fields.keys() - PIECE_FIELDS.keys()
+        if unknown:
+            raise TypeError(f"a piece has no field {', '.join(sorted(unknown))} (ctxcore.vocabulary.Item)")
+        self.id, self.kind, self.bucket, self.content = id, kind, bucket, content
+        self.fields = item_fields
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in PIECE_FIELDS:
+            raise AttributeError(name)
+        return self.fields.get(name, PIECE_FIELDS[name])
 
 
 @dataclass
@@ -116,15 +129,7 @@ class Recorder:
                     piece.kind,
                     piece.bucket,
                     content=piece.content,
-                    tokens=size,
-                    role=piece.role,
-                    mode=piece.mode,
-                    version=piece.version,
-                    source=piece.source,
-                    trust=piece.trust,
-                    supersedes=list(piece.supersedes),
-                    pinned=piece.pinned,
-                    origin_turn=piece.origin_turn,
+                    **(piece.fields | {"tokens": size}),
                 )
             for entry in excluded:
                 call.exclude(**entry)

@@ -269,3 +269,16 @@ def test_the_research_story_has_two_agents_the_packet_and_exactly_one_real_break
     researcher = next(entry for entry in detail["invocations"] if entry["agent"] == "researcher")
     assert (researcher["entered"], researcher["seqs"]) == ("agent_as_tool", [2, 3, 4])
     assert researcher["packet"]["messages"] == 1 and researcher["packet"]["tokens"] > 0
+
+
+def test_a_story_piece_takes_the_vocabulary_items_fields_and_no_other():
+    from dataclasses import fields
+
+    from ctxcore import vocabulary
+    from ctxview.demo.recorder import PIECE_FIELDS, Piece
+
+    assert set(PIECE_FIELDS) < {field.name for field in fields(vocabulary.Item)}
+    piece = Piece("m1", "message", "conversation", {"text": "hi"}, role="user", origin_turn=2)
+    assert (piece.role, piece.origin_turn, piece.trust, piece.supersedes) == ("user", 2, None, ())
+    with pytest.raises(TypeError, match="no field colour"):
+        Piece("m2", "message", "conversation", "hi", colour="red")
