@@ -32,7 +32,9 @@ from django.db import connection, transaction
 
 logger = logging.getLogger(__name__)
 
-AHEAD_DAYS = 7
+# Every partition costs each query that cannot prune by day (a trace's spans) a little planning and an
+# index probe: create few ahead, hourly; the default partition holds whatever comes before its day exists.
+AHEAD_DAYS = 2
 CONVERT_IN_MIGRATION_ROWS = 1_000_000
 # A conversion's catalogue changes wait at most this long for the table's lock, then give up (and are
 # tried again): never a queue of writers stuck behind it.

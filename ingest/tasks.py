@@ -83,7 +83,7 @@ def drop_expired_partitions() -> list[str]:
 
 @shared_task
 def create_partitions_task() -> list[str]:
-    """Create the day partitions a week ahead (Celery beat, hourly; ingest.partitions). Twice creates none."""
+    """The day partitions two days ahead (Celery beat, hourly; ingest.partitions). Twice creates none."""
     from ingest import partitions
 
     return partitions.ensure_partitions()

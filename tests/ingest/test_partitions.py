@@ -39,14 +39,15 @@ def dated_request(day: datetime):
     return request
 
 
-def test_the_three_tables_are_partitioned_by_day_a_week_ahead_with_a_default():
+def test_the_three_tables_are_partitioned_by_day_ahead_with_a_default():
     first = partitions.today() + timedelta(days=2)  # the migration's bound: the day after tomorrow
     for spec in partitions.TABLES:
         names = set(partitions.partitions(spec.table))
         assert partitions.is_partitioned(spec.table), spec.table
         assert f"{spec.table}_default" in names
         assert f"{spec.table}_before_{first:%Y%m%d}" in names
-        days = {f"{spec.table}_p{first + timedelta(days=offset):%Y%m%d}" for offset in range(8)}
+        ahead = range(partitions.AHEAD_DAYS + 1)
+        days = {f"{spec.table}_p{first + timedelta(days=offset):%Y%m%d}" for offset in ahead}
         assert days <= names, sorted(days - names)
 
 

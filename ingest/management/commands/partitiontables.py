@@ -8,7 +8,7 @@ from ingest import partitions
 class Command(BaseCommand):
     help = (
         "Partition the span, log-record and raw-batch tables by day, online (PostgreSQL; the migration "
-        "does it for small tables), and create the day partitions a week ahead. Ingest may go on "
+        "does it for small tables), and create the day partitions two days ahead. Ingest may go on "
         "meanwhile; safe to run again."
     )
 
