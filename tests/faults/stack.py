@@ -54,10 +54,14 @@ def postgres_bin() -> Path | None:
 class PrivatePostgres:
     """A throwaway PostgreSQL cluster on a free port, owned by the test session.
 
-    initdb refuses to run as root: as root the cluster belongs to the ``postgres`` user."""
+    initdb refuses to run as root: as root the cluster belongs to the ``postgres`` user. ``host``: the
+    address it listens on besides 127.0.0.1 and clients are told to use; ``prefix``: what its commands
+    run under (``ip netns exec NAME``: on another host of tests/multihost)."""
 
-    def __init__(self, bin_dir: Path) -> None:
+    def __init__(self, bin_dir: Path, host: str = "127.0.0.1", prefix: tuple[str, ...] = ()) -> None:
         self.bin = bin_dir
+        self.host = host
+        self.prefix = list(prefix)
         self.folder = Path(tempfile.mkdtemp(prefix="ctxfault-pg-"))
         self.data = self.folder / "data"
         self.log_path = self.folder / "postgres.log"
@@ -72,11 +76,12 @@ class PrivatePostgres:
         )
 
     def _pg(self, args: list[str]) -> subprocess.CompletedProcess:
-        return _run(self.as_user + args, cwd=self.folder)
+        return _run(self.prefix + self.as_user + args, cwd=self.folder)
 
     def start(self) -> None:
+        listen = ",".join(dict.fromkeys(["127.0.0.1", self.host]))
         options = (
-            f"-c port={self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.folder} "
+            f"-c port={self.port} -c listen_addresses={listen} -c unix_socket_directories={self.folder} "
             "-c max_connections=200 -c log_min_error_statement=error"
         )
         self._pg(
@@ -104,7 +109,7 @@ class PrivatePostgres:
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def url(self, database: str) -> str:
-        return f"postgres://postgres@127.0.0.1:{self.port}/{database}"
+        return f"postgres://postgres@{self.host}:{self.port}/{database}"
 
     def execute(self, sql: str, database: str = "postgres") -> None:
         with psycopg.connect(self.url(database), autocommit=True) as connection:
@@ -193,34 +198,40 @@ pidfile = {self.folder / "pgbouncer.pid"}
 
 
 class PrivateRedis:
-    """A throwaway redis-server without persistence: killing it loses every message it held."""
+    """A throwaway redis-server without persistence: killing it loses every message it held. ``host``
+    and ``prefix`` as for PrivatePostgres."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, host: str = "127.0.0.1", prefix: tuple[str, ...] = ()) -> None:
         self.port = services.free_port()
         self.name = name
+        self.host = host
+        self.prefix = list(prefix)
         self.process: services.Process | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"redis://{self.host}:{self.port}/0"
 
     def start(self) -> None:
-        args = [
+        args = self.prefix + [
             "redis-server",
             "--port",
             str(self.port),
             "--bind",
-            "127.0.0.1",
+            self.host,
             "--save",
             "",
             "--appendonly",
             "no",
         ]
+        if self.host != "127.0.0.1":  # its clients are on other hosts (of a private bridge: tests/multihost)
+            args += ["--protected-mode", "no"]
         self.process = services.Process(f"faults-{self.name}-redis", args, dict(os.environ))
         services.wait_for(self._answers, 20, "redis-server to answer")
 
     def _answers(self) -> bool:
-        done = subprocess.run(["redis-cli", "-p", str(self.port), "ping"], capture_output=True, text=True)
+        ping = self.prefix + ["redis-cli", "-h", self.host, "-p", str(self.port), "ping"]
+        done = subprocess.run(ping, capture_output=True, text=True)
         return done.stdout.strip() == "PONG"
 
     def kill(self) -> None:
@@ -238,17 +249,21 @@ class PrivateRedis:
 # --- ctxview processes ---------------------------------------------------------------------------
 
 
-def manage(env: dict[str, str], *args: str) -> str:
-    return _run([sys.executable, "manage.py", *args], cwd=ROOT, env=env).stdout
+def manage(env: dict[str, str], *args: str, prefix: tuple[str, ...] = ()) -> str:
+    return _run([*prefix, sys.executable, "manage.py", *args], cwd=ROOT, env=env).stdout
 
 
 class Worker:
-    """A Celery worker process; its database sessions are named ``name`` (application_name)."""
+    """A Celery worker process; its database sessions are named ``name`` (application_name). ``prefix``:
+    what it runs under (``ip netns exec NAME``: on another host)."""
 
-    def __init__(self, env: dict[str, str], name: str, pool: str = "solo") -> None:
+    def __init__(
+        self, env: dict[str, str], name: str, pool: str = "solo", prefix: tuple[str, ...] = ()
+    ) -> None:
         self.name = name
         self.node = f"{name}-{os.getpid()}@localhost"
         args = [
+            *prefix,
             sys.executable,
             "-m",
             "celery",
@@ -293,12 +308,14 @@ class Worker:
         self.process.stop()
 
 
-def start_web(env: dict[str, str], name: str) -> tuple[services.Process, str]:
+def start_web(
+    env: dict[str, str], name: str, host: str = "127.0.0.1", prefix: tuple[str, ...] = ()
+) -> tuple[services.Process, str]:
     port = services.free_port()
-    args = [sys.executable, "-m", "gunicorn", "ctxview.wsgi:application", "-b", f"127.0.0.1:{port}"]
+    args = [*prefix, sys.executable, "-m", "gunicorn", "ctxview.wsgi:application", "-b", f"{host}:{port}"]
     args += ["--workers", "2", "--threads", "4", "--timeout", "120"]
     process = services.Process(f"faults-{name}-web", args, env)
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://{host}:{port}"
 
     def ready():
         assert process.alive(), f"gunicorn exited:\n{process.log()}"
@@ -389,15 +406,19 @@ class Load:
             thread.start()
         return self
 
-    def _client(self, batches: list[list]) -> None:
+    def new_exporter(self):
+        """One client's exporter: OTLP/HTTP, its answers counted (a subclass may export another way)."""
         session = requests.Session()
         session.hooks["response"].append(self._answered)
-        exporter = OTLPSpanExporter(
+        return OTLPSpanExporter(
             endpoint=f"{self.url}/v1/traces",
             headers={"Authorization": f"Bearer {self.key}"},
             timeout=30,
             session=session,
         )
+
+    def _client(self, batches: list[list]) -> None:
+        exporter = self.new_exporter()
         next_export = time.monotonic()
         try:
             for spans in batches:
@@ -447,6 +468,7 @@ class Stack:
     web: services.Process
     url: str
     workers: list[Worker]
+    prefix: tuple[str, ...] = ()  # what its commands (the sweeper) run under: a host of tests/multihost
 
     def query(self, sql: str, params: tuple = ()) -> list[tuple]:
         with psycopg.connect(
@@ -455,7 +477,7 @@ class Stack:
             return connection.execute(sql, params).fetchall()
 
     def sweep(self) -> str:
-        return manage(self.env, "sweepbatches", "--older-than", "0").strip()
+        return manage(self.env, "sweepbatches", "--older-than", "0", prefix=self.prefix).strip()
 
     def stop(self) -> None:
         for process in [self.web, *self.workers]:
@@ -571,15 +593,22 @@ def recover(stack: Stack, timeout: float = 300) -> float:
     return time.monotonic() - started
 
 
-def tally(stack: Stack, load: Load, scenario: str, fault: str, recovery_s: float) -> Tally:
-    spans = stack.query("SELECT trace_id, span_id FROM ingest_span")
+def tally(
+    stack: Stack, load: Load, scenario: str, fault: str, recovery_s: float, scoped: bool = False
+) -> Tally:
+    """``scoped``: count only the load's traces and their runs (a database that holds other loads too)."""
+    params = (sorted({trace for trace, _ in load.sent}),) if scoped else ()
+    where = " WHERE trace_id = ANY(%s)" if scoped else ""
+    spans = stack.query("SELECT trace_id, span_id FROM ingest_span" + where, params)
     stored_keys = set(spans)
-    calls = stack.query("SELECT trace_id, span_id FROM ingest_call")
+    calls = stack.query("SELECT trace_id, span_id FROM ingest_call" + where, params)
     call_keys = set(calls)
+    runs_where = f" WHERE r.id IN (SELECT run_id FROM ingest_call{where})" if scoped else ""
     runs = stack.query(
         "SELECT r.id, r.call_count, r.analysed_seq, count(c.id), count(DISTINCT c.seq),"
         " min(c.seq), max(c.seq)"
-        " FROM ingest_run r LEFT JOIN ingest_call c ON c.run_id = r.id GROUP BY r.id"
+        f" FROM ingest_run r LEFT JOIN ingest_call c ON c.run_id = r.id{runs_where} GROUP BY r.id",
+        params,
     )
     misnumbered = [
         run
