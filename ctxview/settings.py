@@ -194,6 +194,9 @@ CTXVIEW_INGEST_RETRY_AFTER_SECONDS = env_int("CTXVIEW_INGEST_RETRY_AFTER_SECONDS
 CTXVIEW_INGEST_RATE_LIMIT = env_int("CTXVIEW_INGEST_RATE_LIMIT", 200)
 # The sweeper re-enqueues batches that have waited longer than this (e.g. the broker was down).
 CTXVIEW_SWEEP_AFTER_SECONDS = env_int("CTXVIEW_SWEEP_AFTER_SECONDS", 60)
+# A transaction holding the write side's locks ends if its worker falls silent this long between two
+# statements (ingest/locks.py): a lost worker host does not hold up others' batches for longer.
+CTXVIEW_LOCK_IDLE_SECONDS = env_int("CTXVIEW_LOCK_IDLE_SECONDS", 30)
 
 # --- OTLP/gRPC receiver (python manage.py serve_otlp_grpc) ---------------------------------------
 # Where it listens (4317 is OTLP/gRPC's default port) and how many requests it handles at once, each

@@ -163,6 +163,7 @@ class ContentCache:
 def analyse_run(run_id: int) -> int:
     """Analyse the run's calls that are not analysed yet; returns how many were. Safe to run twice."""
     with transaction.atomic():
+        locks.begin()
         found = locks.lock_runs(Run.objects.select_related("project").filter(id=run_id))
         run = found[0] if found else None
         if run is None:

@@ -16,14 +16,22 @@ round, so no two transactions deadlock:
    waiting, a run locked elsewhere is ``Busy``. The run's row lock also serialises numbering and
    analysis (``analyse.analyse_run``).
 
-All are held until the transaction ends. The keys are part of the protocol: a worker of the previous
-release may run beside one of this release during an upgrade, so the hash of each kind stays as it is.
+All are held until the transaction ends, and a transaction that takes them starts with ``begin``: it
+ends by itself if its client falls silent between statements for ``CTXVIEW_LOCK_IDLE_SECONDS``
+(PostgreSQL's ``idle_in_transaction_session_timeout``, for this transaction only, so it holds through
+PgBouncer). A worker host lost mid-batch (cut off, frozen) then releases its locks within that time
+instead of holding up every batch of its traces and runs until PostgreSQL gives up on the connection; its
+batch is still pending and is processed again (tests/multihost).
+
+The keys are part of the protocol: a worker of the previous release may run beside one of this release
+during an upgrade, so the hash of each kind stays as it is.
 SQLite (the embedded mode) has one writer at a time: there is nothing to take.
 """
 
 import hashlib
 from collections.abc import Iterable
 
+from django.conf import settings
 from django.db import OperationalError, connection
 from django.db.models import QuerySet
 
@@ -36,6 +44,20 @@ class Busy(Exception):
 
 def _postgresql() -> bool:
     return connection.vendor == "postgresql"
+
+
+def begin(synchronous_commit: bool = True) -> None:
+    """First in a transaction that takes these locks: bound how long a silent client may hold them (and,
+    with ``synchronous_commit`` off, do not wait for the disk at commit), in one statement."""
+    if not _postgresql():
+        return
+    idle = f"{settings.CTXVIEW_LOCK_IDLE_SECONDS * 1000:.0f}"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('idle_in_transaction_session_timeout', %s, true),"
+            " set_config('synchronous_commit', %s, true)",
+            [idle, "on" if synchronous_commit else "off"],
+        )
 
 
 def _join_key(project_id: int, trace_id: str) -> int:

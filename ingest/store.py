@@ -5,7 +5,7 @@ import zlib
 from collections.abc import Callable
 from functools import partial
 
-from django.db import DataError, connection, transaction
+from django.db import DataError, transaction
 from django.utils import timezone
 from google.protobuf.message import DecodeError
 
@@ -29,10 +29,9 @@ def process_batch(batch_id: int, then: Callable[[int], object] | None = None, wa
     task passes its next step here, so this module needs nothing from the task queue). ``wait`` off:
     if another batch holds one of its traces or runs, leave the batch pending and return ``busy``."""
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            # Losing this commit in a crash loses the batch's "done" with it: the batch is pending again
-            # and is processed anew. So this commit need not wait for the disk; the receiver's does.
-            connection.cursor().execute("SET LOCAL synchronous_commit TO OFF")
+        # Losing this commit in a crash loses the batch's "done" with it: the batch is pending again and
+        # is processed anew. So this commit need not wait for the disk; the receiver's does.
+        locks.begin(synchronous_commit=False)
         # skip_locked: a second delivery of the same task, running at the same time, does nothing.
         batch = (
             RawBatch.objects.select_for_update(skip_locked=True, of=("self",))

@@ -28,6 +28,8 @@ from tests.multihost.network import Host
 
 ROOT = services.ROOT
 
+LOCK_IDLE_SECONDS = 5
+
 
 # --- The database host ---------------------------------------------------------------------------
 
@@ -189,6 +191,9 @@ def deploy(
         "CTXVIEW_ALLOWED_HOSTS": ",".join(allowed_hosts),
         "CTXVIEW_INGEST_MAX_PENDING_BATCHES": "0",
         "CTXVIEW_LOG_LEVEL": "INFO",
+        # A worker host cut off mid-batch releases its locks this soon (ingest/locks.py; 30 s by default),
+        # well inside the test's cut.
+        "CTXVIEW_LOCK_IDLE_SECONDS": str(LOCK_IDLE_SECONDS),
         "PYTHONUNBUFFERED": "1",
     }
     env.pop("CTXVIEW_REQUIRE_SERVICES", None)
