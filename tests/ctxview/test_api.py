@@ -1,13 +1,10 @@
-import zlib
-
 import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from ctxview.replay import run_calls
-from ingest.models import Call, RawBatch, Run
-from ingest.store import process_batch
+from ingest.models import Call, Run
 from tests import factories
 
 TRACE_ID = bytes(range(1, 17))
@@ -15,16 +12,7 @@ TRACE_ID = bytes(range(1, 17))
 
 @pytest.fixture
 def stored_trace(project):
-    data = factories.trace_request(spans=2, trace_id=TRACE_ID).SerializeToString()
-    batch = RawBatch.objects.create(
-        project=project,
-        signal="traces",
-        body=zlib.compress(data),
-        content_type="protobuf",
-        wire_bytes=len(data),
-        item_count=2,
-    )
-    process_batch(batch.id)
+    factories.processed(project, factories.trace_request(spans=2, trace_id=TRACE_ID))
     return TRACE_ID.hex()
 
 

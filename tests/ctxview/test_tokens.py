@@ -5,7 +5,6 @@ revoked, invalid and other users' tokens; ingest keys as before."""
 import hashlib
 import json
 import re
-import zlib
 from datetime import timedelta
 from io import StringIO
 
@@ -18,8 +17,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from ctxview import writes
 from ctxview.models import ApiToken, Note
-from ingest.models import Membership, RawBatch, Run
-from ingest.store import process_batch
+from ingest.models import Membership, Run
+from tests import factories
 from tests.factories import chat_span, user_message
 
 TOKEN = re.compile(r"cvt_[0-9a-f]{12}_[A-Za-z0-9_-]{20,}")
@@ -36,16 +35,7 @@ def run(project):
         messages=[user_message("alpha's question")],
         attributes={"gen_ai.conversation.id": "alpha-run"},
     )
-    data = request.SerializeToString()
-    batch = RawBatch.objects.create(
-        project=project,
-        signal="traces",
-        body=zlib.compress(data),
-        content_type="protobuf",
-        wire_bytes=len(data),
-        item_count=1,
-    )
-    assert process_batch(batch.id) == "done"
+    factories.processed(project, request)
     return Run.objects.get(project=project)
 
 

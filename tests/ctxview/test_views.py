@@ -120,12 +120,9 @@ def test_project_page_escapes_what_clients_sent(client, alice, project):
 
 
 def test_run_and_call_pages_render_escaped_content_for_members_only(client, alice, bob, project):
-    import zlib
-
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    from ingest.models import Call, RawBatch
-    from ingest.store import process_batch
+    from ingest.models import Call
     from tests.factories import chat_span, user_message
 
     request = ExportTraceServiceRequest()
@@ -136,16 +133,7 @@ def test_run_and_call_pages_render_escaped_content_for_members_only(client, alic
         messages=[user_message("<img src=x onerror=alert(1)>")],
         attributes={"gen_ai.conversation.id": "<script>alert(1)</script>"},
     )
-    data = request.SerializeToString()
-    batch = RawBatch.objects.create(
-        project=project,
-        signal="traces",
-        body=zlib.compress(data),
-        content_type="protobuf",
-        wire_bytes=len(data),
-        item_count=1,
-    )
-    process_batch(batch.id)
+    factories.processed(project, request)
     call = Call.objects.get()
 
     client.force_login(alice)
