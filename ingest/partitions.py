@@ -47,6 +47,7 @@ class Partitioned:
     key: str  # the column partitioned by
     nanoseconds: bool  # the key is a Unix time in ns (else a timestamptz)
     retention: str  # the Project field that says how long its rows are kept
+    keeps_pending: bool = False  # a partition holding a pending row (a batch not processed yet) stays
 
     def bound(self, day: date) -> str:
         """The key's value at the start of ``day`` (UTC), as SQL."""
@@ -57,7 +58,7 @@ class Partitioned:
 TABLES = (
     Partitioned("ingest_span", "start_time_unix_nano", True, "retention_days"),
     Partitioned("ingest_logrecord", "observed_time_unix_nano", True, "retention_days"),
-    Partitioned("ingest_rawbatch", "received_at", False, "raw_retention_days"),
+    Partitioned("ingest_rawbatch", "received_at", False, "raw_retention_days", keeps_pending=True),
 )
 DAY = re.compile(r"_(p|before_)(\d{8})$")
 
@@ -171,7 +172,7 @@ def drop_expired(longest_retention: dict[str, int], now: datetime | None = None)
 
 
 def holds_pending(spec: Partitioned, name: str) -> bool:
-    if spec.table != "ingest_rawbatch":
+    if not spec.keeps_pending:
         return False
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {name} WHERE status = 'pending')")

@@ -163,9 +163,14 @@ def start_web(env: dict[str, str], name: str = "web", server: str = "runserver")
 
 
 def start_grpc(
-    env: dict[str, str], name: str = "grpc", root_certificate: bytes | None = None
+    env: dict[str, str],
+    name: str = "grpc",
+    root_certificate: bytes | None = None,
+    host: str = "127.0.0.1",
+    prefix: tuple[str, ...] = (),
 ) -> tuple[Process, int]:
-    """``manage.py serve_otlp_grpc`` on a free port, once its health service says SERVING."""
+    """``manage.py serve_otlp_grpc`` on a free port of ``host`` (run under ``prefix``, e.g. ``ip netns exec
+    NAME``), once its health service says SERVING."""
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -173,10 +178,8 @@ def start_grpc(
 
     port = free_port()
     artifact(f"{name}.log").unlink(missing_ok=True)  # the tests read what this run printed
-    process = Process(
-        name, [sys.executable, "manage.py", "serve_otlp_grpc", "--bind", f"127.0.0.1:{port}"], env
-    )
-    target = f"127.0.0.1:{port}"
+    target = f"{host}:{port}"
+    process = Process(name, [*prefix, sys.executable, "manage.py", "serve_otlp_grpc", "--bind", target], env)
     if root_certificate is None:
         channel = grpc.insecure_channel(target)
     else:

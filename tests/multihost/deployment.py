@@ -7,7 +7,6 @@ analyses), to compare two deployments' databases.
 import os
 import shutil
 import string
-import sys
 import tempfile
 import threading
 import types
@@ -15,13 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
 import requests
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 
 from ingest.compact import unpack_json
-from ingest.grpc_receiver import TRACE_SERVICE
 from tests import services
 from tests.faults import stack
 from tests.multihost.network import Host
@@ -110,25 +106,8 @@ http {{
 
 def start_grpc(host: Host, env: dict[str, str], name: str) -> tuple[services.Process, str]:
     """``manage.py serve_otlp_grpc`` on ``host``'s bridge address, once its health service says SERVING."""
-    target = f"{host.address}:{services.free_port()}"
-    args = [*host.prefix, sys.executable, "manage.py", "serve_otlp_grpc", "--bind", target]
-    process = services.Process(f"multihost-{name}-grpc", args, env)
-    channel = grpc.insecure_channel(target)
-    health = health_pb2_grpc.HealthStub(channel)
-
-    def serving():
-        assert process.alive(), f"gRPC receiver exited:\n{process.log()}"
-        try:
-            answer = health.Check(health_pb2.HealthCheckRequest(service=TRACE_SERVICE), timeout=1)
-        except grpc.RpcError:
-            return False
-        return answer.status == health_pb2.HealthCheckResponse.SERVING
-
-    try:
-        services.wait_for(serving, 60, f"the gRPC receiver on {host.name} to report SERVING", 0.2)
-    finally:
-        channel.close()
-    return process, target
+    process, port = services.start_grpc(env, f"multihost-{name}-grpc", host=host.address, prefix=host.prefix)
+    return process, f"{host.address}:{port}"
 
 
 # --- A deployment --------------------------------------------------------------------------------
