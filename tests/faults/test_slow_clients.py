@@ -24,9 +24,10 @@ from tests import services
 pytestmark = pytest.mark.timing  # asserts how long things take: make test runs it alone
 
 ROOT = services.ROOT
-# Two workers of four threads: eight requests at a time. Each worker accepts connections on its own, so
-# the slow ones do not split evenly: four times as many make sure both workers are full.
-WORKERS, SLOW_CLIENTS = 2, 32
+# One worker of four threads: four requests at a time. (With two, one worker's loop may accept nearly all
+# the slow connections while the other stays free; gthread accepts up to worker_connections whatever its
+# threads are doing, so how they split is up to the scheduler, and CI twice saw the login page answer.)
+WORKERS, SLOW_CLIENTS = 1, 32
 # What counts as quick and as blocked is derived from the login page's time on this machine, measured
 # quiet before the slow clients start (a loaded machine is slower in both, not only under the attack):
 # quick is within QUICK_FACTOR times the slowest quiet answer (and at least MIN_QUICK seconds), blocked is
