@@ -37,7 +37,7 @@ def store(project_id: int, calls: Iterable[Call]) -> None:
     # PostgreSQL: the ids drawn from the sequence first, then one COPY. SQLite (embedded, one writer):
     # each list inserted as it is made, which gives it the id the next list of its chain is based on.
     ids = iter(_new_ids(sum(1 for call in changed if call._items)) if postgresql else ())
-    stored: list[tuple[Call, ItemList]] = []
+    stored: list[tuple[Call, dict]] = []
     for run_id, run_calls in by_run.items():
         base_id = previous.get(run_id)
         base = (base_id, *bases[base_id]) if base_id else None
@@ -49,28 +49,30 @@ def store(project_id: int, calls: Iterable[Call]) -> None:
                 continue
             row = _encoded(project_id, base, items)
             if postgresql:
-                row.id = next(ids)
+                row["id"] = next(ids)
             else:
-                row.save(force_insert=True)
-            base = (row.id, row.depth, items)
+                saved = ItemList(**row)
+                saved.save(force_insert=True)
+                row["id"] = saved.id
+            base = (row["id"], row.get("depth", 0), items)
             stored.append((call, row))
-    if postgresql:  # COPY: the ORM's bulk_create builds and quotes every row (5% of a worker's time)
-        fields = [field.attname for field in ItemList._meta.concrete_fields]
-        rows = [{name: getattr(row, name) for name in fields} for _call, row in stored]
-        insert_rows(ItemList, rows, on_conflict="fail", with_ids=True)
+    if postgresql:  # COPY of plain rows: the ORM's bulk_create builds and quotes every row (5% of a worker)
+        insert_rows(ItemList, [row for _call, row in stored], on_conflict="fail", with_ids=True)
     for call, row in stored:
-        call.item_list_id = row.id
+        call.item_list_id = row["id"]
 
 
-def _encoded(project_id: int, base: tuple[int, int, list[dict]] | None, items: list[dict]) -> ItemList:
+def _encoded(project_id: int, base: tuple[int, int, list[dict]] | None, items: list[dict]) -> dict:
+    """The ItemList row (attname -> value; what it leaves out takes the field's default) of ``items``."""
     if base is None:
-        return ItemList(project_id=project_id, entered=items, whole=compact.pack(items))
+        return {"project_id": project_id, "entered": items, "whole": compact.pack(items)}
     ops, entered = compact.encode(base[2], items)
     # A delta that holds most of the items saves little and costs a row to read: store it whole. A
     # snapshot keeps its base too, not to be read but so that what entered there stays findable.
+    row = {"project_id": project_id, "base_id": base[0], "entered": entered}
     if base[1] >= MAX_DEPTH or len(entered) * 2 > len(items):
-        return ItemList(project_id=project_id, base_id=base[0], entered=entered, whole=compact.pack(items))
-    return ItemList(project_id=project_id, base_id=base[0], depth=base[1] + 1, ops=ops, entered=entered)
+        return row | {"whole": compact.pack(items)}
+    return row | {"depth": base[1] + 1, "ops": ops}
 
 
 def _stored_predecessors(by_run: dict[int, list[Call]], rewritten: set[int]) -> dict[int, int]:
