@@ -46,6 +46,41 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def nginx_config(folder: Path, upstream: str, listen: str, error_log: str) -> Path:
+    """Write into ``folder`` an nginx config as the official image makes one: deploy/nginx's server config
+    with its two variables filled in (envsubst), inside a minimal main config of our own (pid and temp
+    files in ``folder``, errors to ``error_log``); returns the main config's path."""
+    import string
+
+    template = (ROOT / "deploy" / "nginx" / "ctxview.conf.template").read_text()
+    server = string.Template(template).safe_substitute(CTXVIEW_UPSTREAM=upstream, NGINX_PORT=listen)
+    (folder / "ctxview.conf").write_text(server)
+    folder.chmod(0o755)  # as root, nginx's workers run as nobody
+    temp = folder / "nginx-temp"
+    temp.mkdir(mode=0o777)
+    temp.chmod(0o777)
+    main = folder / "nginx.conf"
+    main.write_text(
+        f"""
+daemon off;
+worker_processes 1;
+pid {folder}/nginx.pid;
+error_log {error_log} warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {temp}/body;
+    proxy_temp_path {temp}/proxy;
+    fastcgi_temp_path {temp}/fastcgi;
+    uwsgi_temp_path {temp}/uwsgi;
+    scgi_temp_path {temp}/scgi;
+    include {folder}/ctxview.conf;
+}}
+"""
+    )
+    return main
+
+
 def wait_for(check, timeout: float, what: str, interval: float = 0.1):
     deadline = time.monotonic() + timeout
     while True:

@@ -9,7 +9,6 @@ Real processes on loopback: Debian's nginx (.ci/run installs it) and gunicorn se
 import os
 import shutil
 import socket
-import string
 import subprocess
 import sys
 import threading
@@ -23,7 +22,6 @@ from tests import services
 
 pytestmark = pytest.mark.timing  # asserts how long things take: make test runs it alone
 
-ROOT = services.ROOT
 # One worker of four threads: four requests at a time. (With two, one worker's loop may accept nearly all
 # the slow connections while the other stays free; gthread accepts up to worker_connections whatever its
 # threads are doing, so how they split is up to the scheduler, and CI twice saw the login page answer.)
@@ -55,37 +53,13 @@ def start_nginx(tmp: Path, upstream_port: int) -> tuple[services.Process, int]:
     """nginx with the repo's server config, filled in as the official image does (envsubst of the two
     variables), inside a minimal main config of our own (pid, logs and temp files in ``tmp``)."""
     port = services.free_port()
-    template = (ROOT / "deploy" / "nginx" / "ctxview.conf.template").read_text()
-    server = string.Template(template).safe_substitute(
-        CTXVIEW_UPSTREAM=f"127.0.0.1:{upstream_port}", NGINX_PORT=f"127.0.0.1:{port}"
-    )
-    (tmp / "ctxview.conf").write_text(server)
-    temp = tmp / "nginx-temp"
-    temp.mkdir()
-    temp.chmod(0o777)  # as root, nginx's workers run as nobody
-    tmp.chmod(0o755)
-    (tmp / "nginx.conf").write_text(
-        f"""
-daemon off;
-worker_processes 1;
-pid {tmp}/nginx.pid;
-error_log {tmp}/nginx-error.log warn;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    client_body_temp_path {temp}/body;
-    proxy_temp_path {temp}/proxy;
-    fastcgi_temp_path {temp}/fastcgi;
-    uwsgi_temp_path {temp}/uwsgi;
-    scgi_temp_path {temp}/scgi;
-    include {tmp}/ctxview.conf;
-}}
-"""
+    config = services.nginx_config(
+        tmp, f"127.0.0.1:{upstream_port}", f"127.0.0.1:{port}", f"{tmp}/nginx-error.log"
     )
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    checked = subprocess.run([nginx, "-t", "-c", str(tmp / "nginx.conf")], capture_output=True, text=True)
+    checked = subprocess.run([nginx, "-t", "-c", str(config)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
-    process = services.Process("slow-clients-nginx", [nginx, "-c", str(tmp / "nginx.conf")], dict(os.environ))
+    process = services.Process("slow-clients-nginx", [nginx, "-c", str(config)], dict(os.environ))
     wait_answers(process, f"http://127.0.0.1:{port}")
     return process, port
 

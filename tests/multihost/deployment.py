@@ -6,7 +6,6 @@ analyses), to compare two deployments' databases.
 
 import os
 import shutil
-import string
 import tempfile
 import threading
 import types
@@ -21,8 +20,6 @@ from ingest.compact import unpack_json
 from tests import services
 from tests.faults import stack
 from tests.multihost.network import Host
-
-ROOT = services.ROOT
 
 LOCK_IDLE_SECONDS = 5
 
@@ -56,39 +53,13 @@ def migrated_template(postgres: stack.PrivatePostgres, db: Host) -> str:
 
 
 def start_nginx(host: Host, name: str, upstream: str) -> tuple[services.Process, str]:
-    """Debian's nginx with deploy/nginx's server config (as tests/faults/test_slow_clients.py fills it in),
+    """Debian's nginx with deploy/nginx's server config (filled in by services.nginx_config),
     on ``host``'s bridge address, in front of gunicorn at ``upstream``."""
     port = services.free_port()
     folder = Path(tempfile.mkdtemp(prefix=f"ctxmh-nginx-{name}-"))
-    folder.chmod(0o755)  # nginx's workers run as nobody
-    template = (ROOT / "deploy" / "nginx" / "ctxview.conf.template").read_text()
-    server = string.Template(template).safe_substitute(
-        CTXVIEW_UPSTREAM=upstream, NGINX_PORT=f"{host.address}:{port}"
-    )
-    (folder / "ctxview.conf").write_text(server)
-    temp = folder / "temp"
-    temp.mkdir(mode=0o777)
-    temp.chmod(0o777)
-    (folder / "nginx.conf").write_text(
-        f"""
-daemon off;
-worker_processes 1;
-pid {folder}/nginx.pid;
-error_log stderr warn;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    client_body_temp_path {temp}/body;
-    proxy_temp_path {temp}/proxy;
-    fastcgi_temp_path {temp}/fastcgi;
-    uwsgi_temp_path {temp}/uwsgi;
-    scgi_temp_path {temp}/scgi;
-    include {folder}/ctxview.conf;
-}}
-"""
-    )
+    config = services.nginx_config(folder, upstream, f"{host.address}:{port}", "stderr")
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    args = [*host.prefix, nginx, "-c", str(folder / "nginx.conf")]
+    args = [*host.prefix, nginx, "-c", str(config)]
     process = services.Process(f"multihost-{name}-nginx", args, dict(os.environ))
     process.folder = folder  # removed when it stops (Deployment.stop)
     url = f"http://{host.address}:{port}"
