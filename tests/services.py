@@ -2,6 +2,7 @@
 
 import os
 import socket
+import string
 import subprocess
 import sys
 import time
@@ -50,8 +51,6 @@ def nginx_config(folder: Path, upstream: str, listen: str, error_log: str) -> Pa
     """Write into ``folder`` an nginx config as the official image makes one: deploy/nginx's server config
     with its two variables filled in (envsubst), inside a minimal main config of our own (pid and temp
     files in ``folder``, errors to ``error_log``); returns the main config's path."""
-    import string
-
     template = (ROOT / "deploy" / "nginx" / "ctxview.conf.template").read_text()
     server = string.Template(template).safe_substitute(CTXVIEW_UPSTREAM=upstream, NGINX_PORT=listen)
     (folder / "ctxview.conf").write_text(server)
