@@ -2,7 +2,8 @@
 ``/findings``), in the shape the check's engine gives them. No Django here.
 
 The token (a personal API token or the project's ingest key) is sent only to the server named: the
-API's ``next`` links are followed by their path and query, on that server.
+API's ``next`` links are followed by their path and query, on that server, and a redirect is refused
+(``ctxview.token_requests``).
 """
 
 import json
@@ -10,6 +11,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from ctxview import token_requests
 from ctxview.check.inputs import Unusable
 
 TIMEOUT = 30.0
@@ -30,9 +32,11 @@ class Server:
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            with token_requests.urlopen(request, timeout=TIMEOUT) as response:
                 body = response.read()
         except urllib.error.HTTPError as exc:
+            if redirect := token_requests.redirect_of(exc):
+                raise Unusable(f"{self.base}{path}: {redirect}") from None
             raise Unusable(f"{self.base}{path}: the server answered {exc.code} ({_error_of(exc)})") from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
@@ -55,6 +59,10 @@ class Server:
     def run(self, run_id: int) -> dict:
         """One run, its calls and its findings, once the server has analysed all its calls."""
         run = self.get(f"/api/v1/runs/{run_id}")
+        if not isinstance(run, dict) or "key" not in run:
+            raise Unusable(
+                f"{self.base}/api/v1/runs/{run_id}: the answer is not a run (is this a ctxview server?)"
+            )
         if (run.get("analysed_calls") or 0) < (run.get("calls") or 0):
             raise Unusable(
                 f"{self.base}: run {run_id} is still being analysed ({run.get('analysed_calls')} of "

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from ctxview import token_requests
+
 RECORDINGS = ("claude-code-detailed", "codex", "gemini-cli-traces")
 SESSION_KEYS = ("session.id", "conversation.id")
 
@@ -45,7 +47,7 @@ def send(url: str, key: str, skip: set[str] = frozenset()) -> dict[str, int]:
                 data=json.dumps(export["body"]).encode(),
                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
             )
-            with urllib.request.urlopen(request, timeout=30):
+            with token_requests.urlopen(request, timeout=30):
                 pass
         sent[f"{name} ({session})"] = len(exports)
     return sent
