@@ -104,6 +104,7 @@ class Sender:
         self.sent = 0
         self.refused = 0
         self._status: int | None = None
+        self._location: str | None = None
         session = requests.Session()
         session.hooks["response"].append(self._remember_status)
         self.exporter = OTLPSpanExporter(
@@ -119,6 +120,7 @@ class Sender:
 
     def _remember_status(self, response, *args, **kwargs):
         self._status = response.status_code
+        self._location = response.headers.get("Location")
         return response
 
     def start(self) -> None:
@@ -151,7 +153,9 @@ class Sender:
         except Exception:  # a span the SDK cannot encode: as final as a 400
             logger.exception("could not encode %d recorded calls", len(spans))
             return False, 400
-        return result is SpanExportResult.SUCCESS, self._status
+        # The exporter follows no redirect and counts a 3xx as sent: only a 2xx has stored the calls.
+        sent = result is SpanExportResult.SUCCESS and self._status is not None and 200 <= self._status < 300
+        return sent, self._status
 
     def _run(self) -> None:
         pause = self.pause_s
@@ -178,6 +182,8 @@ class Sender:
             if down_since is None:
                 down_since = time.monotonic()
                 reason = f"HTTP {status}" if status else "unreachable or timed out"
+                if status and 300 <= status < 400:
+                    reason += f" (a redirect to {self._location}: give --send-to the receiver's own URL)"
                 logger.warning(
                     "receiver %s: %d recorded calls kept in the spool, retrying", reason, len(self.spool)
                 )

@@ -17,6 +17,7 @@ from tests.instrumented.fake_providers import (
     openai_usage,
 )
 from tests.proxy.conftest import PROVIDER_KEY, sending_recorder, start_proxy
+from tests.redirects import redirecting
 
 SYSTEM = "You are the deploy assistant."
 TOOLS = [{"name": "read_file", "description": "Read a file.", "input_schema": {"type": "object"}}]
@@ -227,3 +228,44 @@ def test_calls_made_while_the_receiver_was_down_arrive_once_it_is_back(live_serv
         proxy.stop()
         recorder.stop()
         relay.stop()
+
+
+def test_a_receiver_url_that_redirects_keeps_the_calls_until_the_right_url_is_given(
+    live_server, key, fake, spool, client, caplog
+):
+    """The OTLP exporter follows no redirect and counts a 3xx as sent: the sender must not, or the calls
+    would leave the spool and reach no receiver."""
+    with redirecting(307, live_server.url) as url:
+        recorder = sending_recorder(spool, url, key)
+        proxy = start_proxy(fake, recorder)
+        try:
+            claude = anthropic.Anthropic(
+                base_url=proxy.url + "/anthropic",
+                api_key=PROVIDER_KEY,
+                max_retries=0,
+                default_headers={"X-Ctxview-Run": "redirected"},
+            )
+            for number in range(2):
+                fake.enqueue(
+                    anthropic_reply(id=f"msg_{number}", model="claude-fake-1", usage=anthropic_usage(3, 2))
+                )
+                claude.messages.create(
+                    model="claude-fake-1",
+                    max_tokens=8,
+                    messages=[{"role": "user", "content": f"call {number}"}],
+                )
+            assert proxy.settled() and not recorder.flush(1.5)
+        finally:
+            proxy.stop()
+            recorder.stop()
+    assert len(spool) == 2
+    assert calls_of(client, key) == {}
+    assert f"receiver HTTP 307 (a redirect to {live_server.url}/v1/traces: give --send-to" in caplog.text
+
+    recorder = sending_recorder(spool, live_server.url, key)  # started again with the receiver's own URL
+    try:
+        assert recorder.flush(30)
+    finally:
+        recorder.stop()
+    assert [call["seq"] for call in calls_of(client, key)["redirected"]] == [1, 2]
+    assert len(spool) == 0

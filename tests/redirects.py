@@ -1,0 +1,49 @@
+"""Loopback HTTP servers that answer in place or redirect: for the clients that must not follow a redirect
+with a secret (``ctxview.token_requests``, the proxy's sender)."""
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@contextmanager
+def serving(answer: Callable[[str], tuple[int, dict]]) -> Iterator[tuple[str, list[dict]]]:
+    """A loopback HTTP server answering every request with ``answer(path) -> (status, headers)`` and a
+    body of ``{}``; yields its URL and the headers of each request it received."""
+    received: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            self.rfile.read(length)
+            received.append(dict(self.headers))
+            status, headers = answer(self.path)
+            self.send_response(status)
+            for name, value in {**headers, "Content-Length": "2"}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", received
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def redirecting(status: int, to: str) -> Iterator[str]:
+    """A server that redirects every request (``status``) to the same path on ``to``; yields its URL, and
+    fails the test if it was never asked (the test would have tested nothing)."""
+    with serving(lambda path: (status, {"Location": f"{to}{path}"})) as (url, asked):
+        yield url
+    assert asked, "the redirecting server was never asked"
