@@ -195,6 +195,7 @@ def traces_url(endpoint: str) -> str:
 
 
 def _otlp_exporter(endpoint: str | None, key: str | None, timeout: float) -> SpanExporter:
+    import requests
     from opentelemetry.exporter.otlp.proto.http import Compression
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -203,8 +204,14 @@ def _otlp_exporter(endpoint: str | None, key: str | None, timeout: float) -> Spa
     if not (isinstance(key, str) and key and not any(char.isspace() for char in key)):
         raise ValueError(f"key must be a ctxview ingest key without spaces (or set ${KEY_ENV})")
     authorization = {"Authorization": f"Bearer {key}"}
+    session = requests.Session()
+    session.hooks["response"].append(_warn_of_redirect)
     exporter = OTLPSpanExporter(
-        endpoint=traces_url(endpoint), headers=authorization, timeout=timeout, compression=Compression.Gzip
+        endpoint=traces_url(endpoint),
+        headers=authorization,
+        timeout=timeout,
+        compression=Compression.Gzip,
+        session=session,
     )
     # The OTel exporter also merges OTEL_EXPORTER_OTLP_(TRACES_)HEADERS from the environment: those are the
     # agent's credentials for its own collector and must not be sent to ctxview. Private attribute of
@@ -217,6 +224,19 @@ def _otlp_exporter(endpoint: str | None, key: str | None, timeout: float) -> Spa
                 del client_headers[name]
         client_headers.update(authorization)
     return exporter
+
+
+def _warn_of_redirect(response, *args, **kwargs):
+    # The OTLP exporter follows no redirect (the key must not travel on) and counts a 3xx as sent: say so,
+    # or the calls vanish without a word (an http:// endpoint behind a redirect to https:// does this).
+    if 300 <= response.status_code < 400:
+        logger.warning(
+            "ctxview_sdk: the endpoint answered %s, a redirect to %s; the calls were not stored: configure "
+            "the final URL",
+            response.status_code,
+            response.headers.get("Location"),
+        )
+    return response
 
 
 def _shutdown_pipeline(pipeline: Pipeline, timeout: float) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SDK = ROOT / "ctxview_sdk"
-ALLOWED = set(sys.stdlib_module_names) | {"opentelemetry", "tiktoken", "ctxcore"}  # tiktoken: optional
+# tiktoken: optional; requests: what the OTLP/HTTP exporter itself sends with (its session is given a hook)
+ALLOWED = set(sys.stdlib_module_names) | {"opentelemetry", "tiktoken", "ctxcore", "requests"}
 
 
 def test_sdk_modules_import_only_the_stdlib_and_opentelemetry():
