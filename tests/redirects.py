@@ -8,9 +8,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 @contextmanager
-def serving(answer: Callable[[str], tuple[int, dict]]) -> Iterator[tuple[str, list[dict]]]:
-    """A loopback HTTP server answering every request with ``answer(path) -> (status, headers)`` and a
-    body of ``{}``; yields its URL and the headers of each request it received."""
+def serving(answer: Callable[[str], tuple]) -> Iterator[tuple[str, list[dict]]]:
+    """A loopback HTTP server answering every request with ``answer(path) -> (status, headers[, body])``
+    (the body ``{}`` unless given); yields its URL and the headers of each request it received."""
     received: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -18,12 +18,13 @@ def serving(answer: Callable[[str], tuple[int, dict]]) -> Iterator[tuple[str, li
             length = int(self.headers.get("Content-Length") or 0)
             self.rfile.read(length)
             received.append(dict(self.headers))
-            status, headers = answer(self.path)
+            status, headers, *body = answer(self.path)
+            body = body[0] if body else b"{}"
             self.send_response(status)
-            for name, value in {**headers, "Content-Length": "2"}.items():
+            for name, value in {**headers, "Content-Length": str(len(body))}.items():
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(b"{}")
+            self.wfile.write(body)
 
         do_GET = do_POST = _answer
 

@@ -42,9 +42,12 @@ class Server:
             reason = getattr(exc, "reason", exc)
             raise Unusable(f"{self.base}{path}: the server cannot be reached ({reason})") from None
         try:
-            return json.loads(body)
+            answer = json.loads(body)
         except ValueError:
             raise Unusable(f"{self.base}{path}: the answer is not JSON (is this a ctxview server?)") from None
+        if not isinstance(answer, dict):
+            raise Unusable(f"{self.base}{path}: the answer is not a JSON object (is this a ctxview server?)")
+        return answer
 
     def pages(self, path: str, key: str) -> list[dict]:
         """Every entry under ``key`` of a paged list, following its ``next`` links."""
@@ -59,7 +62,7 @@ class Server:
     def run(self, run_id: int) -> dict:
         """One run, its calls and its findings, once the server has analysed all its calls."""
         run = self.get(f"/api/v1/runs/{run_id}")
-        if not isinstance(run, dict) or "key" not in run:
+        if "key" not in run:
             raise Unusable(
                 f"{self.base}/api/v1/runs/{run_id}: the answer is not a run (is this a ctxview server?)"
             )

@@ -52,3 +52,12 @@ def test_without_a_redirect_the_token_reaches_the_server_named(capsys):
         f"ctxview check: {url}/api/v1/runs/7: the answer is not a run (is this a ctxview server?)\n"
     )
     assert [request["Authorization"] for request in received] == [f"Bearer {TOKEN}"]
+
+
+def test_an_answer_that_is_json_but_no_object_is_a_clear_error(capsys):
+    with serving(lambda path: (200, {"Content-Type": "application/json"}, b"[1, 2]")) as (url, _):
+        assert main(["check", "--server", url, "--token", TOKEN, "--label", "nightly"]) == 2
+    assert capsys.readouterr().err == (
+        f"ctxview check: {url}/api/v1/runs?label=nightly&limit=500: the answer is not a JSON object (is this "
+        "a ctxview server?)\n"
+    )
