@@ -18,6 +18,7 @@ import logging
 import os
 import signal
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -44,6 +45,23 @@ def _upstream(value: str) -> tuple[str, str]:
     return name, url
 
 
+def _send_to(value: str) -> str:
+    """The ctxview server's URL; one given with its OTLP path (``…/v1/traces``, as the SDK takes it) too."""
+    url = urlsplit(value)
+    if url.scheme not in ("http", "https") or not url.hostname or url.query or url.fragment:
+        raise argparse.ArgumentTypeError(
+            f"--send-to takes the ctxview server's URL, http://HOST:PORT or https://HOST, not {value!r}"
+        )
+    return value.rstrip("/").removesuffix("/v1/traces")
+
+
+def _key(value: str) -> str:
+    key = value.strip()  # a key read from a file keeps its line break
+    if any(character.isspace() for character in key):
+        raise argparse.ArgumentTypeError("an ingest key has no spaces or line breaks inside it")
+    return key
+
+
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ctxview proxy",
@@ -55,9 +73,12 @@ def parser() -> argparse.ArgumentParser:
         default=_listen(DEFAULT_LISTEN),
         help=f"HOST:PORT (default {DEFAULT_LISTEN})",
     )
-    parser.add_argument("--send-to", required=True, help="the ctxview server, e.g. http://127.0.0.1:8000")
+    parser.add_argument(
+        "--send-to", required=True, type=_send_to, help="the ctxview server, e.g. http://127.0.0.1:8000"
+    )
     parser.add_argument(
         "--key",
+        type=_key,
         default=os.environ.get("CTXVIEW_INGEST_KEY", ""),
         help="the project's ingest key (default: $CTXVIEW_INGEST_KEY)",
     )

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ctxview import cli
+from ctxview.proxy import cli as proxy_cli
 from ctxview.proxy import spool
 from tests.proxy.test_recording import ROOT, proxy_command, start_proxy_process, stop
 
@@ -21,6 +22,42 @@ def test_ctxview_proxy_hands_its_options_to_the_proxy(capsys):
         cli.main(["proxy", "--upstream", "evil=http://x"])  # its own checks
     assert exited.value.code == 2
     assert "--upstream takes NAME=URL" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "send_to", ["localhost:8000", "127.0.0.1:8000", "ftp://ctxview", "http://", "http://x?y=1"]
+)
+def test_a_receiver_url_it_cannot_send_to_is_refused_at_start(send_to, capsys):
+    """Else every call would wait in the spool as if the receiver were down, retried for ever."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["proxy", "--send-to", send_to, "--key", "cvk_x"])
+    assert exited.value.code == 2
+    assert f"--send-to takes the ctxview server's URL, http://HOST:PORT or https://HOST, not {send_to!r}" in (
+        capsys.readouterr().err
+    )
+
+
+@pytest.mark.parametrize(
+    ("send_to", "kept"),
+    [
+        ("http://ctxview:8000", "http://ctxview:8000"),
+        ("https://ctxview.example/", "https://ctxview.example"),
+        ("http://ctxview:8000/v1/traces", "http://ctxview:8000"),  # as the SDK takes it
+        ("https://example.com/ctxview/", "https://example.com/ctxview"),  # under a path prefix
+    ],
+)
+def test_the_receiver_url_is_the_servers_with_or_without_its_otlp_path(send_to, kept):
+    assert proxy_cli.parser().parse_args(["--send-to", send_to]).send_to == kept
+
+
+def test_a_key_with_a_space_inside_is_refused_and_a_trailing_line_break_dropped(capsys, monkeypatch):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["proxy", "--send-to", "http://ctxview", "--key", "cvk_a cvk_b"])
+    assert exited.value.code == 2
+    assert "argument --key: an ingest key has no spaces or line breaks inside it" in capsys.readouterr().err
+    assert proxy_cli.parser().parse_args(["--send-to", "http://c", "--key", "cvk_a\n"]).key == "cvk_a"
+    monkeypatch.setenv("CTXVIEW_INGEST_KEY", "cvk_from_a_file\n")
+    assert proxy_cli.parser().parse_args(["--send-to", "http://c"]).key == "cvk_from_a_file"
 
 
 def test_a_spool_folder_is_held_by_one_proxy_at_a_time(tmp_path):
