@@ -48,3 +48,12 @@ def redirecting(status: int, to: str) -> Iterator[str]:
     with serving(lambda path: (status, {"Location": f"{to}{path}"})) as (url, asked):
         yield url
     assert asked, "the redirecting server was never asked"
+
+
+@contextmanager
+def redirecting_elsewhere(status: int) -> Iterator[tuple[str, str, list[dict]]]:
+    """A server that redirects everything (``status``) to a second one answering ``{}``; yields the first's
+    URL, the second's, and the headers of each request the second received."""
+    with serving(lambda path: (200, {"Content-Type": "application/json"})) as (elsewhere, received):
+        with redirecting(status, elsewhere) as url:
+            yield url, elsewhere, received

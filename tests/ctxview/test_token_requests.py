@@ -2,25 +2,14 @@
 follows a redirect: the token must not reach a host the user did not name."""
 
 import urllib.error
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
 from ctxview.cli import main
 from ctxview.demo import cli as demo_cli
-from tests.redirects import redirecting, serving
+from tests.redirects import redirecting_elsewhere, serving
 
 TOKEN = "cvk_must_stay_home"
-
-
-@contextmanager
-def redirecting_elsewhere(status: int) -> Iterator[tuple[str, str, list[dict]]]:
-    """A server that redirects everything (``status``) to a second one; yields the first's URL, the
-    second's, and what the second received."""
-    with serving(lambda path: (200, {"Content-Type": "application/json"})) as (elsewhere, received):
-        with redirecting(status, elsewhere) as url:
-            yield url, elsewhere, received
 
 
 @pytest.mark.parametrize("status", [301, 302, 303, 307, 308])

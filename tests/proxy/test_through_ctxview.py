@@ -195,24 +195,28 @@ class Relay:
                     pass
 
 
+def small_call(proxy, fake, run: str, number: int):
+    """Call ``number`` of run ``run`` through the proxy with the anthropic SDK; the fake answers
+    ``msg_<number>``."""
+    fake.enqueue(anthropic_reply(id=f"msg_{number}", model="claude-fake-1", usage=anthropic_usage(3, 2)))
+    claude = anthropic.Anthropic(
+        base_url=proxy.url + "/anthropic",
+        api_key=PROVIDER_KEY,
+        max_retries=0,
+        default_headers={"X-Ctxview-Run": run},
+    )
+    return claude.messages.create(
+        model="claude-fake-1", max_tokens=8, messages=[{"role": "user", "content": f"call {number}"}]
+    )
+
+
 def test_calls_made_while_the_receiver_was_down_arrive_once_it_is_back(live_server, key, fake, spool, client):
     relay = Relay(int(live_server.url.rsplit(":", 1)[1]))
     recorder = sending_recorder(spool, f"http://127.0.0.1:{relay.port}", key)
     proxy = start_proxy(fake, recorder)
     try:
-        claude = anthropic.Anthropic(
-            base_url=proxy.url + "/anthropic",
-            api_key=PROVIDER_KEY,
-            max_retries=0,
-            default_headers={"X-Ctxview-Run": "while-down"},
-        )
         for number in range(3):
-            fake.enqueue(
-                anthropic_reply(id=f"msg_{number}", model="claude-fake-1", usage=anthropic_usage(3, 2))
-            )
-            reply = claude.messages.create(
-                model="claude-fake-1", max_tokens=8, messages=[{"role": "user", "content": f"call {number}"}]
-            )
+            reply = small_call(proxy, fake, "while-down", number)
             assert reply.id == f"msg_{number}"  # the agent is served while the receiver is down
         assert proxy.settled() and not recorder.flush(1.5)
         assert len(spool) == 3
@@ -239,21 +243,8 @@ def test_a_receiver_url_that_redirects_keeps_the_calls_until_the_right_url_is_gi
         recorder = sending_recorder(spool, url, key)
         proxy = start_proxy(fake, recorder)
         try:
-            claude = anthropic.Anthropic(
-                base_url=proxy.url + "/anthropic",
-                api_key=PROVIDER_KEY,
-                max_retries=0,
-                default_headers={"X-Ctxview-Run": "redirected"},
-            )
             for number in range(2):
-                fake.enqueue(
-                    anthropic_reply(id=f"msg_{number}", model="claude-fake-1", usage=anthropic_usage(3, 2))
-                )
-                claude.messages.create(
-                    model="claude-fake-1",
-                    max_tokens=8,
-                    messages=[{"role": "user", "content": f"call {number}"}],
-                )
+                small_call(proxy, fake, "redirected", number)
             assert proxy.settled() and not recorder.flush(1.5)
         finally:
             proxy.stop()
