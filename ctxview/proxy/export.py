@@ -154,8 +154,7 @@ class Sender:
             logger.exception("could not encode %d recorded calls", len(spans))
             return False, 400
         # The exporter follows no redirect and counts a 3xx as sent: only a 2xx has stored the calls.
-        sent = result is SpanExportResult.SUCCESS and self._status is not None and 200 <= self._status < 300
-        return sent, self._status
+        return result is SpanExportResult.SUCCESS and 200 <= (self._status or 0) < 300, self._status
 
     def _run(self) -> None:
         pause = self.pause_s
