@@ -264,6 +264,7 @@ async def _main(
     steady_rounds: int = 3,
     round_s: float = 12.0,
     stream_s: float = 3.0,
+    in_flight: tuple[int, ...] = (1, 200),
 ) -> None:
     upstream_port, sink_port, proxy_port = _free_port(), _free_port(), _free_port()
     app = web.Application()
@@ -323,7 +324,7 @@ async def _main(
                 f" {round_s:g} s rounds, direct then proxied; load average {_load()}"
             )
             print(HEADER)
-            for concurrency in (1, 200):
+            for concurrency in in_flight:
                 forwarding_start, _children = _cpu_s(proxy.pid)
                 *measured, proxied = await _steady(
                     direct, through, concurrency, steady_rounds, round_s, stream_s
@@ -391,6 +392,9 @@ if __name__ == "__main__":
     arguments.add_argument("--steady-rounds", type=int, default=3, help="pairs of steady rounds (default 3)")
     arguments.add_argument("--round-s", type=float, default=12.0, help="a steady round's length (default 12)")
     arguments.add_argument("--stream-s", type=float, default=3.0, help="a steady stream's length (default 3)")
+    arguments.add_argument(
+        "--in-flight", default="1,200", help="steady: the numbers of streams kept in flight (default 1,200)"
+    )
     arguments.add_argument("--proxy-root", type=Path, default=ROOT, help="the checkout the proxy runs from")
     arguments.add_argument(
         "--serve-forwarding", nargs=2, metavar=("HOST:PORT", "UPSTREAM"), help=argparse.SUPPRESS
@@ -412,5 +416,6 @@ if __name__ == "__main__":
                 options.steady_rounds,
                 options.round_s,
                 options.stream_s,
+                tuple(int(number) for number in options.in_flight.split(",")),
             )
         )
