@@ -22,7 +22,7 @@ from ingest import agents, locks, normalise, semconv
 from ingest.analyse import invalidate
 from ingest.bulk import update_rows
 from ingest.models import Call, Finding, Operation, Run, Span
-from ingest.normalise import CallRecord
+from ingest.records import CallRecord
 
 AGENT_FIELDS = (
     "agent_name",

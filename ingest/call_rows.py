@@ -1,10 +1,9 @@
 """What one batch writes as a call: the batch's scope, and a call's row built from its record."""
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from ingest.models import Call
-from ingest.normalise import CallRecord
+from ingest.records import CallRecord, datetime_of
 
 
 @dataclass(frozen=True)
@@ -16,10 +15,6 @@ class Batch:
     # Texts looked up in the project's contents while the batch was interpreted: hash -> stored then.
     # A stored text stays stored, so storing the batch's texts asks only about the others again.
     texts_looked_up: dict[str, bool] = field(default_factory=dict, compare=False)
-
-
-def datetime_of(ns: int) -> datetime:
-    return datetime.fromtimestamp(ns / 1e9, tz=UTC)
 
 
 # A call's fields that come from its content (the items and what they were read from): the one list,

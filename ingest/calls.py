@@ -21,7 +21,6 @@ from ingest.contents import BatchTokens, save_contents
 from ingest.dedup import without_duplicates
 from ingest.late_content import content_events, forget_event_content
 from ingest.models import Call, Operation, Run
-from ingest.normalise import CallRecord
 from ingest.numbering import (
     RUN_FIELDS,
     agent_invocations,
@@ -31,6 +30,7 @@ from ingest.numbering import (
     remember,
     state_of,
 )
+from ingest.records import CallRecord
 from ingest.work import BatchWork, BuiltCalls
 
 logger = logging.getLogger(__name__)

@@ -7,11 +7,12 @@ counted, so a text is counted once per project, not once per worker process and 
 
 from collections.abc import Iterable
 
-from ingest import normalise, tokens
+from ctxcore.vocabulary import Item
+from ingest import tokens
 from ingest.bulk import insert_rows
 from ingest.call_rows import Batch
 from ingest.models import Content
-from ingest.normalise import CallRecord, TokenCounter
+from ingest.records import CallRecord, TokenCounter
 
 _token_cache: dict[str, int] = {}
 _TOKEN_CACHE_SIZE = 200_000
@@ -86,7 +87,7 @@ class BatchTokens:
         return record
 
 
-def save_contents(batch: Batch, items: Iterable[normalise.Item]) -> dict[str, str]:
+def save_contents(batch: Batch, items: Iterable[Item]) -> dict[str, str]:
     """Store each text once per project; returns the texts stored now, by hash."""
     by_hash = {item.hash: item for item in items if item.content is not None}
     if not by_hash:

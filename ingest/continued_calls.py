@@ -16,7 +16,7 @@ from ingest import continuations, itemlists
 from ingest.bulk import update_rows
 from ingest.continuations import Answered, Request, Window
 from ingest.models import Call, ItemList
-from ingest.normalise import CallRecord
+from ingest.records import CallRecord
 from ingest.work import BatchWork
 
 # What the rebuild reads of a stored call: the call that answered a response, or one waiting for it.

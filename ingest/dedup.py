@@ -14,7 +14,7 @@ from django.db.models import Q
 
 from ingest.call_rows import Batch
 from ingest.models import Call
-from ingest.normalise import CallRecord
+from ingest.records import CallRecord
 
 
 def _preference(entry: CallRecord | Call, others: list) -> tuple:

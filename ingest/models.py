@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from ctxcore.analysis.tools import offered
 from ctxcore.vocabulary import expand
-from ingest import compact, otlp
+from ingest import compact
 from ingest.lookups import text_array
 from ingest.redact import DEFAULT_PATTERNS, Redactor
 
@@ -137,10 +137,6 @@ class RawBatch(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["status", "received_at"], name="rawbatch_status_received")]
-
-    def request(self) -> bytes:
-        """The stored request's bytes (protobuf), whichever way the body is compressed."""
-        return otlp.stored_request(bytes(self.body))
 
 
 class Resource(models.Model):

@@ -6,14 +6,15 @@ Everything is normalised to the OTel message shape ``{"role", "parts": [...]}`` 
 call's ordered items, in provider render order: tools, system, messages.
 """
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from ctxcore.vocabulary import CONTENT_LIMIT, Item, Usage, digest, message_id
 from ingest import continuations, families, semconv, tokens
 from ingest import manifest as manifest_module
 from ingest.families import AGENT, MODEL_CALL, TOOL, Event, classify, providers
 from ingest.families.messages import finish_reasons_of, is_number, parse_json
+from ingest.records import CallRecord, TokenCounter
 from ingest.rendering import render
 from ingest.usage import normalise_usage, provider_name
 
@@ -23,53 +24,6 @@ __all__ = ["AGENT", "MODEL_CALL", "TOOL", "CallRecord", "Event", "call_record", 
 # they are represented as items, so a long run does not store its history once per call.
 CONTENT_KEYS = (*families.CONTENT_KEYS, semconv.CTXVIEW_MANIFEST)
 CONTENT_PREFIXES = families.CONTENT_PREFIXES
-
-
-@dataclass(frozen=True)
-class CallRecord:
-    trace_id: str
-    span_id: str
-    parent_span_id: str
-    name: str
-    start_ns: int
-    end_ns: int
-    run_key: str
-    run_key_source: str
-    service: str
-    agent_name: str
-    provider: str
-    operation: str
-    request_model: str
-    response_model: str
-    response_id: str
-    usage: Usage
-    turn_hint: int | None
-    user_fingerprint: str | None
-    content_captured: bool
-    manifest_source: str  # explicit | derived | none
-    manifest_error: str
-    items: tuple[Item, ...]
-    excluded: tuple[dict, ...]
-    budget: dict | None
-    prompt_version: str
-    tool_calls: tuple[dict, ...]
-    tool_definitions: tuple[str, ...] | None
-    finish_reasons: tuple[str, ...]
-    notes: tuple[str, ...]
-    moved_keys: tuple[str, ...] = field(default=())
-    # The response the request continues where the provider keeps the earlier turns (previous_response_id)
-    # and the response whose turns its window lacks ("" none): the request's own items until rebuilt
-    # (ingest.continuations). Its answer as items: what a request continuing its response rebuilds from.
-    continues_response: str = ""
-    window_gap: str = ""
-    output_items: tuple[Item, ...] = ()
-    # False for a model-call-kind span that carries no request: no operation declared, no messages, usage,
-    # response or manifest (LlamaIndex's span preparing the tool call before each request). No call.
-    carries_request: bool = True
-
-    @property
-    def model(self) -> str:
-        return self.response_model or self.request_model
 
 
 # --- Small helpers -------------------------------------------------------------------------------
@@ -132,9 +86,6 @@ def _token_text(message: dict) -> str:
         else:
             pieces.append(render(part))
     return "\n".join(pieces)
-
-
-TokenCounter = Callable[[str, str], int]
 
 
 def _count_tokens(content_hash: str, text: str) -> int:

@@ -9,8 +9,8 @@ from django.db.models import Q
 from ingest import agents
 from ingest.analyse import ANALYSIS_FIELDS, invalidate
 from ingest.bulk import update_rows
-from ingest.call_rows import datetime_of
 from ingest.models import Call, Operation, Run
+from ingest.records import datetime_of
 from ingest.titles import title_of
 from ingest.turns import TurnState, advance
 

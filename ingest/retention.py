@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ingest import itemlists
+from ingest import itemlists, otlp
 from ingest.models import Call, Content, ItemList, LogRecord, Project, RawBatch, Run, Span
 
 logger = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ def compact_raw_batches(project: Project) -> int:
     while chunk := list(batches.filter(id__gt=last).order_by("id").only("id", "body")[:CHUNK]):
         for batch in chunk:
             if batch.body:  # hash-only projects keep none
-                batch.body = zlib.compress(batch.request(), 9)
+                batch.body = zlib.compress(otlp.stored_request(bytes(batch.body)), 9)
             batch.compacted = True
         RawBatch.objects.bulk_update(chunk, ["body", "compacted"])
         count += len(chunk)

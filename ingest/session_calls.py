@@ -24,8 +24,8 @@ from ingest.contents import count_tokens, save_contents
 from ingest.families import SESSION_FAMILIES, Family
 from ingest.late_content import stored_span_row
 from ingest.models import Call, LogRecord, Run, Span
-from ingest.normalise import CallRecord
 from ingest.numbering import number_calls
+from ingest.records import CallRecord
 
 # How much earlier than a row a call it changes may end: a log record written after its request's span
 # ended, clocks of one CLI process. Generous: it only bounds the work, never the result.

@@ -11,7 +11,7 @@ from dataclasses import replace
 from ctxcore.vocabulary import digest
 from ingest import normalise
 from ingest.families import Family
-from ingest.normalise import CallRecord, TokenCounter
+from ingest.records import CallRecord, TokenCounter
 
 REPORTED_PREFIX = "reported."  # the CLI's own figures in usage_raw, e.g. reported.cost_usd
 

@@ -76,7 +76,7 @@ PART_BYTES = 4 * 1024 * 1024
 def _store(batch: RawBatch, wait: bool = True) -> set[int]:
     """Write the batch's rows; returns the ids of the runs whose calls changed."""
     try:
-        message = otlp.load(batch.signal, batch.request())
+        message = otlp.load(batch.signal, otlp.stored_request(bytes(batch.body)))
     except (zlib.error, otlp.OtlpError, DecodeError, ValueError) as exc:
         raise BadBatch(f"stored body cannot be decoded: {exc}") from exc
     scope = Batch(batch.project_id, keep_content=not batch.project.hash_only)

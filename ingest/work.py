@@ -7,7 +7,7 @@ from ingest.agent_sessions import Declared
 from ingest.analyse import AnalysisWrites
 from ingest.call_rows import Batch
 from ingest.models import Call, RawBatch, Run
-from ingest.normalise import CallRecord
+from ingest.records import CallRecord
 
 # The call built for each record before its run is known, by the record's id (with the record: an id
 # is only unique while its object lives).

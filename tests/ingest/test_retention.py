@@ -110,7 +110,8 @@ def test_processed_batches_are_recompressed_once_and_still_read_the_same(send, p
     assert len(before) == 2
     assert compact_raw_batches(project) == 2
     for batch in RawBatch.objects.filter(id__in=before):
-        assert batch.compacted and batch.request() == otlp.stored_request(before[batch.id])
+        assert batch.compacted
+        assert otlp.stored_request(bytes(batch.body)) == otlp.stored_request(before[batch.id])
         assert bytes(batch.body)[1] >> 6 == 3  # the zlib header's level: the best
     pending.refresh_from_db()
     assert not pending.compacted and zlib.decompress(bytes(pending.body)) == b"not processed"
@@ -130,4 +131,4 @@ def test_a_batch_stored_gzipped_as_sent_is_recompressed_into_zlib(project):
     )
     assert compact_raw_batches(project) == 1
     batch.refresh_from_db()
-    assert bytes(batch.body)[:1] == b"\x78" and batch.request() == request
+    assert bytes(batch.body)[:1] == b"\x78" and otlp.stored_request(bytes(batch.body)) == request
