@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxcore.vocabulary import BUCKETS, MODES, ROLES, TRUST_LEVELS, Item, digest
-from ingest import otlp, tokens
+from ingest import storable, tokens
 
 MAX_ITEMS = 5000
 MAX_TEXT = 500
@@ -39,7 +39,7 @@ def _text(value: Any, where: str, required: bool = False, limit: int = MAX_TEXT)
         )
     if len(value) > limit:
         raise ManifestError(f"{where} is longer than {limit} characters")
-    return otlp.storable_text(value)
+    return storable.storable_text(value)
 
 
 MAX_COUNT = 2**31 - 1  # token and turn columns are 32-bit
@@ -75,7 +75,7 @@ def parse(value: Any) -> Manifest:
     """The manifest in a span attribute (a JSON string or a structured value), validated."""
     if isinstance(value, str):
         try:
-            value = otlp.json_value(value)
+            value = storable.json_value(value)
         except ValueError as exc:
             raise ManifestError(f"not valid JSON ({exc})") from None
     if not isinstance(value, dict):

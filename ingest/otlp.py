@@ -8,7 +8,6 @@ import base64
 import binascii
 import json
 import math
-import re
 import sys
 import zlib
 from collections.abc import Callable, Iterator
@@ -31,6 +30,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from ingest import semconv
 from ingest.span_rows import SpanRow, span_row
+from ingest.storable import nul_free
 
 TRACES = "traces"
 LOGS = "logs"
@@ -387,59 +387,11 @@ def load(signal: str, data: bytes) -> Message:
     return message
 
 
-def _text(value: str) -> str:
-    # PostgreSQL text and jsonb cannot hold NUL; keep the rest of the string.
-    return value.replace("\x00", "\ufffd") if "\x00" in value else value
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def storable_text(value: str) -> str:
-    """The text with what PostgreSQL cannot store (NUL, lone surrogates) replaced by U+FFFD."""
-    value = _text(value)
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:  # PostgreSQL stores UTF-8: a lone surrogate cannot be written
-        return _LONE_SURROGATE.sub("\ufffd", value)
-    return value
-
-
-def _refuse_constant(name: str) -> None:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def json_value(text: str) -> Any:
-    """JSON carried in a string attribute, parsed. ValueError when it is not JSON, including JSON nested
-    too deep for the parser and NaN or Infinity (jsonb has neither). JSON escapes can spell NUL and lone
-    surrogates, which PostgreSQL cannot store: they become U+FFFD, as in attribute strings."""
-    try:
-        value = json.loads(text, parse_constant=_refuse_constant)
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
-    if "\\u" not in text:  # only an escape can spell them: the attribute string itself is clean
-        return value
-    # Iteratively: the value may nest as deep as the parser allowed, close to the recursion limit.
-    root = [value]
-    pending: list[tuple[Any, Any]] = [(root, 0)]
-    while pending:
-        container, key = pending.pop()
-        item = container[key]
-        if isinstance(item, str):
-            container[key] = storable_text(item)
-        elif isinstance(item, list):
-            pending.extend((item, index) for index in range(len(item)))
-        elif isinstance(item, dict):
-            container[key] = item = {storable_text(name): child for name, child in item.items()}
-            pending.extend((item, name) for name in item)
-    return root[0]
-
-
 def any_value(value: AnyValue) -> Any:
     """An OTLP AnyValue as JSON-storable Python data (bytes become base64 text)."""
     kind = value.WhichOneof("value")
     if kind == "string_value":
-        return _text(value.string_value)
+        return nul_free(value.string_value)
     if kind == "int_value":
         return value.int_value
     if kind == "bool_value":
@@ -458,7 +410,7 @@ def any_value(value: AnyValue) -> Any:
 
 
 def attributes(key_values) -> dict[str, Any]:
-    return {_text(kv.key): any_value(kv.value) for kv in key_values}
+    return {nul_free(kv.key): any_value(kv.value) for kv in key_values}
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -482,18 +434,18 @@ def spans(message: ExportTraceServiceRequest) -> Iterator[tuple[dict, SpanRow]]:
                         trace_id=span.trace_id.hex(),
                         span_id=span.span_id.hex(),
                         parent_span_id=span.parent_span_id.hex(),
-                        name=_text(span.name),
+                        name=nul_free(span.name),
                         kind=span.kind,
                         start_ns=_time_ns(span.start_time_unix_nano),
                         end_ns=_time_ns(span.end_time_unix_nano),
                         status_code=span.status.code,
-                        status_message=_text(span.status.message),
-                        scope_name=_text(scope.name)[:200],
-                        scope_version=_text(scope.version)[:100],
+                        status_message=nul_free(span.status.message),
+                        scope_name=nul_free(scope.name)[:200],
+                        scope_version=nul_free(scope.version)[:100],
                         attributes=attributes(span.attributes),
                         events=[
                             {
-                                "name": _text(event.name),
+                                "name": nul_free(event.name),
                                 "time_unix_nano": _time_ns(event.time_unix_nano),
                                 "attributes": attributes(event.attributes),
                             }
@@ -591,10 +543,10 @@ def log_records(message: ExportLogsServiceRequest) -> Iterator[tuple[dict, dict]
                         "time_unix_nano": record_time_ns(record, record_attributes),
                         "observed_time_unix_nano": _time_ns(record.observed_time_unix_nano),
                         "severity_number": record.severity_number,
-                        "severity_text": _text(record.severity_text)[:50],
-                        "event_name": _text(str(event_name))[:200],
-                        "scope_name": _text(scope.name)[:200],
-                        "scope_version": _text(scope.version)[:100],
+                        "severity_text": nul_free(record.severity_text)[:50],
+                        "event_name": nul_free(str(event_name))[:200],
+                        "scope_name": nul_free(scope.name)[:200],
+                        "scope_version": nul_free(scope.version)[:100],
                         "body": any_value(record.body) if record.HasField("body") else None,
                         "attributes": record_attributes,
                     },

@@ -178,7 +178,7 @@ INGEST_LAYERS: dict[str, tuple[str, ...]] = {
     "foundations": (
         "models", "keys", "locks", "raw_rows", "itemlists", "bulk", "compact", "lookups", "rollups",
         "otlp", "semconv", "span_rows", "tokens", "rendering", "redact", "budget", "ratelimit", "malloc",
-        "export_format", "turns", "tool_executions", "records",
+        "export_format", "turns", "tool_executions", "records", "storable",
     ),
     # spans read into call records, with no database (ingest.families is the one package here)
     "reading": ("families", "usage", "normalise", "manifest", "continuations", "agents", "sessions"),

@@ -1,7 +1,7 @@
 """Logfire's OpenAI and Anthropic integrations: the provider's usage object kept only as JSON in
 ``gen_ai.usage.raw``, so cache figures are read from it when no attribute carries them."""
 
-from ingest import otlp
+from ingest import storable
 from ingest.families.base import Family
 
 RAW_USAGE = "gen_ai.usage.raw"
@@ -12,7 +12,7 @@ def usage_fallback(attributes: dict) -> dict[str, tuple]:
     raw = attributes.get(RAW_USAGE)
     if isinstance(raw, str):
         try:
-            raw = otlp.json_value(raw)
+            raw = storable.json_value(raw)
         except ValueError:
             return {}
     if not isinstance(raw, dict):

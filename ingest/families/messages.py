@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxcore.vocabulary import render
-from ingest import otlp
+from ingest import storable
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ def parse_json(value: Any) -> Any:
         stripped = value.lstrip()
         if stripped[:1] in ("[", "{", '"'):
             try:
-                return otlp.json_value(value)
+                return storable.json_value(value)
             except ValueError:
                 return value
     return value

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest import families, manifest, normalise, otlp
+from ingest import families, manifest, normalise, otlp, storable
 from ingest.families import logfire, otel_genai, pydantic_ai
 from ingest.usage import normalise_usage, provider_name
 from tests.fuzz import strategies
@@ -38,7 +38,7 @@ def span_row(draw, operation: str | None = None) -> dict:
         "trace_id": "01" * 16,
         "span_id": "02" * 8,
         "parent_span_id": draw(st.sampled_from(["", "03" * 8])),
-        "name": otlp._text(draw(st.text(max_size=20))),
+        "name": storable.nul_free(draw(st.text(max_size=20))),
         "start_time_unix_nano": draw(st.integers(0, INT64)),
         "end_time_unix_nano": draw(st.integers(0, INT64)),
         "scope_name": draw(st.sampled_from(["", "pydantic-ai", "openinference.instrumentation.bedrock"])),
@@ -210,7 +210,7 @@ def test_each_nasty_string_in_each_key_the_normaliser_reads(key):
     """Every string of the nasty list in every key read as JSON or as a number, also as an event body."""
     for nasty in strategies.NASTY_STRINGS:
         CASES["normalise: nasty strings x keys"] += 1
-        text = otlp._text(nasty)  # as the decoder leaves every string it hands on
+        text = storable.nul_free(nasty)  # as the decoder leaves every string it hands on
         row = {
             "trace_id": "01" * 16,
             "span_id": "02" * 8,

@@ -4,7 +4,7 @@ spans in it (a value PostgreSQL refuses)."""
 
 import pytest
 
-from ingest import manifest, normalise, otlp
+from ingest import manifest, normalise, storable
 from ingest.usage import normalise_usage
 from tests.fuzz.storable import assert_storable
 
@@ -71,7 +71,7 @@ def test_nan_in_json_content_leaves_the_text_as_text():
     )
     assert_storable(list(record.tool_calls))
     with pytest.raises(ValueError):
-        otlp.json_value("[NaN]")
+        storable.json_value("[NaN]")
 
 
 @pytest.mark.parametrize(
