@@ -8,6 +8,7 @@ export is parsed and validated with ``ingest.otlp``, the receiver's own decoding
 stored; a file that cannot be read is an ``Unusable`` naming the file and what is wrong with it.
 """
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,7 +135,25 @@ def _json(source: str, data: bytes) -> Export | None:
             return None
         raise Unusable(f"{source}: not an OTLP/JSON export (no resourceSpans or resourceLogs)")
     signal = found[min(found)]
-    return None if signal is None else _decoded(source, signal, data, otlp.JSON)
+    export = None if signal is None else _decoded(source, signal, data, otlp.JSON)
+    if export is None:
+        _refuse_nested_export(source, data)
+    return export
+
+
+def _refuse_nested_export(source: str, data: bytes) -> None:
+    """A JSON document that holds an export's keys only deeper down (a recording that keeps exports among
+    other things) is not an export: say so, rather than "no spans"."""
+    try:
+        document = json.loads(data)
+    except ValueError:
+        return  # the decoder has already said what is wrong, or found an empty export
+    names = {key.decode().strip('"') for key in _SIGNAL_KEYS}
+    if isinstance(document, dict) and not names & document.keys():
+        top = ", ".join(sorted(document)[:6]) + (", …" if len(document) > 6 else "")
+        raise Unusable(
+            f"{source}: not an OTLP/JSON export: its top level has {top}, not resourceSpans or resourceLogs"
+        )
 
 
 def _protobuf(source: str, raw: bytes) -> Export | None:

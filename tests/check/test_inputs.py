@@ -63,6 +63,15 @@ def test_a_folder_is_read_in_name_order_and_other_files_are_left(tmp_path):
         read_paths([str(empty)])
 
 
+def test_a_document_holding_exports_deeper_down_is_no_export(tmp_path):
+    # As the coding-CLI recordings of tests/data/cli do: the exports under "turns", among other keys.
+    path = tmp_path / "recording.json"
+    export = {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "ab" * 16, "spanId": "cd" * 8}]}]}]}
+    path.write_text(json.dumps({"scenario": "x", "turns": [{"exports": [export]}]}))
+    with pytest.raises(Unusable, match=r"its top level has scenario, turns, not resourceSpans or resourceLogs"):
+        read_file(path)
+
+
 def test_a_json_array_is_no_export(tmp_path):
     path = tmp_path / "spans.json"
     path.write_text("[1, 2]")
