@@ -68,7 +68,7 @@ def test_a_document_holding_exports_deeper_down_is_no_export(tmp_path):
     path = tmp_path / "recording.json"
     export = {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "ab" * 16, "spanId": "cd" * 8}]}]}]}
     path.write_text(json.dumps({"scenario": "x", "turns": [{"exports": [export]}]}))
-    with pytest.raises(Unusable, match=r"its top level has scenario, turns, not resourceSpans or resourceLogs"):
+    with pytest.raises(Unusable, match=r"top level has scenario, turns, not resourceSpans or resourceLogs"):
         read_file(path)
 
 
