@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from ctxcore.vocabulary import Item, Usage
 
-# How a text's tokens are counted: (text, model) -> tokens.
+# How a text's tokens are counted: (content hash, text) -> tokens (the hash keys a cache of counts).
 TokenCounter = Callable[[str, str], int]
 
 
