@@ -116,16 +116,6 @@ def _hashes(call: Call) -> set[str]:
     return {item["hash"] for item in call.items}
 
 
-def _references(state: dict, chain: tuple[str | None, str | None]) -> list[set[str]]:
-    """The item hashes of the calls a cache break of a call of ``chain`` may be measured against: its
-    chain's recent calls in the state (each agent, and each nested invocation, has its own cache chain)."""
-    return [
-        {entry[1] for entry in recent["items"]}
-        for recent in state.get("recent", [])
-        if (recent.get("agent"), recent.get("invocation")) == chain
-    ]
-
-
 class ContentCache:
     """Content texts by hash for a run's analysis, fetched a chunk at a time."""
 
@@ -133,6 +123,10 @@ class ContentCache:
         self.project_id = project_id
         self.texts: dict[str, str] = {}
         self.looked_up: set[str] = set()
+        # A recent entry's item hashes, by the id of its list of items: the state carries an entry from
+        # call to call as the same object, so its set is built once, not once per later call. Keeping the
+        # list keeps its id from being reused while this cache lives (as ctxcore's ItemReader does).
+        self._hashes_of: dict[int, tuple[list, set[str]]] = {}
 
     def add(self, texts: dict[str, str]) -> None:
         """Texts known without asking the database (exactly what it holds for these hashes)."""
@@ -152,12 +146,25 @@ class ContentCache:
         result must not depend on how the run was split into chunks."""
         mine = _hashes(call)
         wanted: set[str] = set()
-        for reference in _references(state, chain):
+        for reference in self._references(state, chain):
             wanted |= mine ^ reference
         self.fetch(wanted)
         return {
             content_hash: self.texts[content_hash] for content_hash in wanted if content_hash in self.texts
         }
+
+    def _references(self, state: dict, chain: tuple[str | None, str | None]) -> list[set[str]]:
+        """The item hashes of the calls a cache break of a call of ``chain`` may be measured against: its
+        chain's recent calls in the state (each agent, and each nested invocation, has its own chain)."""
+        references = []
+        for recent in state.get("recent", []):
+            if (recent.get("agent"), recent.get("invocation")) == chain:
+                items = recent["items"]
+                known = self._hashes_of.get(id(items))
+                if known is None or known[0] is not items:
+                    known = self._hashes_of[id(items)] = (items, {entry[1] for entry in items})
+                references.append(known[1])
+        return references
 
 
 def analyse_run(run_id: int) -> int:
