@@ -125,7 +125,8 @@ class ContentCache:
         self.looked_up: set[str] = set()
         # A recent entry's item hashes, by the id of its list of items: the state carries an entry from
         # call to call as the same object, so its set is built once, not once per later call. Keeping the
-        # list keeps its id from being reused while this cache lives (as ctxcore's ItemReader does).
+        # list keeps its id from being reused while this cache lives (as ctxcore's ItemReader does), so
+        # the id alone names it.
         self._hashes_of: dict[int, tuple[list, set[str]]] = {}
 
     def add(self, texts: dict[str, str]) -> None:
@@ -153,18 +154,22 @@ class ContentCache:
             content_hash: self.texts[content_hash] for content_hash in wanted if content_hash in self.texts
         }
 
+    def recent_hashes(self, recent: dict) -> set[str]:
+        """The item hashes of a recent entry of the analysis state (read, don't change)."""
+        items = recent["items"]
+        known = self._hashes_of.get(id(items))
+        if known is None:
+            known = self._hashes_of[id(items)] = (items, {entry[1] for entry in items})
+        return known[1]
+
     def _references(self, state: dict, chain: tuple[str | None, str | None]) -> list[set[str]]:
         """The item hashes of the calls a cache break of a call of ``chain`` may be measured against: its
         chain's recent calls in the state (each agent, and each nested invocation, has its own chain)."""
-        references = []
-        for recent in state.get("recent", []):
-            if (recent.get("agent"), recent.get("invocation")) == chain:
-                items = recent["items"]
-                known = self._hashes_of.get(id(items))
-                if known is None or known[0] is not items:
-                    known = self._hashes_of[id(items)] = (items, {entry[1] for entry in items})
-                references.append(known[1])
-        return references
+        return [
+            self.recent_hashes(recent)
+            for recent in state.get("recent", [])
+            if (recent.get("agent"), recent.get("invocation")) == chain
+        ]
 
 
 def analyse_run(run_id: int) -> int:
@@ -301,7 +306,7 @@ def _analyse_chunk(
     before: dict[tuple[str | None, str | None], list[set[str]]] = {}
     for recent in state.get("recent", []):
         chain = (recent.get("agent"), recent.get("invocation"))
-        before.setdefault(chain, []).append({entry[1] for entry in recent["items"]})
+        before.setdefault(chain, []).append(cache.recent_hashes(recent))
     if previous:
         before.setdefault(call_input(previous, {}).chain, []).append(_hashes(previous))
     for call, entry in zip(chunk, inputs, strict=True):

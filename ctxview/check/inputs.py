@@ -122,6 +122,7 @@ _SIGNAL_KEYS = {
     b'"resource_metrics"': None,
     b'"resourceProfiles"': None,
 }
+_SIGNAL_NAMES = {key.decode().strip('"') for key in _SIGNAL_KEYS}
 
 
 def _json(source: str, data: bytes) -> Export | None:
@@ -148,8 +149,7 @@ def _refuse_nested_export(source: str, data: bytes) -> None:
         document = json.loads(data)
     except ValueError:
         return  # the decoder has already said what is wrong, or found an empty export
-    names = {key.decode().strip('"') for key in _SIGNAL_KEYS}
-    if isinstance(document, dict) and not names & document.keys():
+    if isinstance(document, dict) and not _SIGNAL_NAMES & document.keys():
         top = ", ".join(sorted(document)[:6]) + (", …" if len(document) > 6 else "")
         raise Unusable(
             f"{source}: not an OTLP/JSON export: its top level has {top}, not resourceSpans or resourceLogs"
