@@ -19,9 +19,11 @@ round, so no two transactions deadlock:
 All are held until the transaction ends, and a transaction that takes them starts with ``begin``: it
 ends by itself if its client falls silent between statements for ``CTXVIEW_LOCK_IDLE_SECONDS``
 (PostgreSQL's ``idle_in_transaction_session_timeout``, for this transaction only, so it holds through
-PgBouncer). A worker host lost mid-batch (cut off, frozen) then releases its locks within that time
-instead of holding up every batch of its traces and runs until PostgreSQL gives up on the connection; its
-batch is still pending and is processed again (tests/multihost).
+PgBouncer), or, on a TCP connection, goes silent inside a statement (a COPY waiting for its rows) for
+about as long (TCP keepalives and ``tcp_user_timeout`` on the server's socket). A worker host lost
+mid-batch (cut off, frozen) then releases its locks within that time instead of holding up every batch
+of its traces and runs until PostgreSQL gives up on the connection; its batch is still pending and is
+processed again (tests/multihost).
 
 The keys are part of the protocol: a worker of the previous release may run beside one of this release
 during an upgrade, so the hash of each kind stays as it is.
@@ -51,12 +53,18 @@ def begin(synchronous_commit: bool = True) -> None:
     with ``synchronous_commit`` off, do not wait for the disk at commit), in one statement."""
     if not _postgresql():
         return
-    idle = f"{settings.CTXVIEW_LOCK_IDLE_SECONDS * 1000:.0f}"
+    idle_s = settings.CTXVIEW_LOCK_IDLE_SECONDS
+    idle_ms = f"{idle_s * 1000:.0f}"
     with connection.cursor() as cursor:
+        # Silent between statements: idle_in_transaction_session_timeout. Silent inside one (a COPY
+        # waiting for its rows, an answer unacknowledged) the session is not idle: TCP keepalives and
+        # tcp_user_timeout on the server's socket end it then (no-ops on a Unix socket).
         cursor.execute(
             "SELECT set_config('idle_in_transaction_session_timeout', %s, true),"
+            " set_config('tcp_keepalives_idle', %s, true), set_config('tcp_keepalives_interval', '1', true),"
+            " set_config('tcp_keepalives_count', '3', true), set_config('tcp_user_timeout', %s, true),"
             " set_config('synchronous_commit', %s, true)",
-            [idle, "on" if synchronous_commit else "off"],
+            [idle_ms, f"{max(1, idle_s):.0f}", idle_ms, "on" if synchronous_commit else "off"],
         )
 
 
